@@ -1,0 +1,61 @@
+#ifndef KVCANARY_IMPL_ENTRIES_PORTABLE_HPP
+#define KVCANARY_IMPL_ENTRIES_PORTABLE_HPP
+
+// The portable entries stage: a TeamPolicy whose teams walk tiles of the flat verify array
+// (team t takes tiles t, t + league, ...), so a few long rows and thousands of short ones load the
+// machine alike. The league is sized from verify_capacity, a host-known bound on the total; the
+// real total and `enable` are read on the device, so the host never waits for the offsets.
+
+#include <kvcanary/impl/backend.hpp>
+#include <kvcanary/impl/entry_search.hpp>
+
+#include <cstdint>
+
+namespace kvcanary {
+namespace Impl {
+
+template <class ExecutionSpace, class MemorySpace>
+struct EntriesTeamFunctor {
+  using member_type = typename Kokkos::TeamPolicy<ExecutionSpace>::member_type;
+
+  DeviceInputs<MemorySpace> in;
+  DeviceOutputs<MemorySpace> out;
+  std::int64_t batch_size;
+  std::int64_t tile_entries;
+
+  KOKKOS_INLINE_FUNCTION void operator()(const member_type& team) const {
+    if (out.enable() == 0) return;  // overflow: the verify arrays stay untouched
+    const std::int64_t total = out.verify_offsets(batch_size);
+    const std::int64_t stride = static_cast<std::int64_t>(team.league_size()) * tile_entries;
+    for (std::int64_t begin = team.league_rank() * tile_entries; begin < total; begin += stride) {
+      const std::int64_t end = begin + tile_entries < total ? begin + tile_entries : total;
+      // Every thread finds the tile's row range (same loads, served by cache), then searches inside it.
+      const std::int64_t first_row = owner_row(out.verify_offsets, 0, batch_size - 1, begin);
+      const std::int64_t last_row = owner_row(out.verify_offsets, first_row, batch_size - 1, end - 1);
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, begin, end), [&](const std::int64_t i) {
+        write_entry(in, out, owner_row(out.verify_offsets, first_row, last_row, i), i);
+      });
+    }
+  }
+};
+
+template <class ExecutionSpace, class MemorySpace>
+void launch_entries_portable(const ExecutionSpace& space, const DeviceInputs<MemorySpace>& in,
+                             const DeviceOutputs<MemorySpace>& out, std::int64_t batch_size) {
+  using Shape = TeamShape<ExecutionSpace>;
+  using Functor = EntriesTeamFunctor<ExecutionSpace, MemorySpace>;
+  static_assert(sizeof(Functor) < kMaxKernelArgumentBytes, "kvcanary: kernel arguments must stay small");
+  const std::int64_t tile = Shape::tile_entries();
+  const std::int64_t tiles = (out.verify_capacity() + tile - 1) / tile;
+  const std::int64_t max_league = Shape::max_league_size(space);
+  // At least one team, so that one call is always the same launches (and the same graph nodes).
+  const std::int64_t league = tiles < 1 ? 1 : (tiles < max_league ? tiles : max_league);
+  Kokkos::parallel_for("kvcanary::plan::entries[team]",
+                       light_weight(Kokkos::TeamPolicy<ExecutionSpace>(space, static_cast<int>(league), Shape::team_size())),
+                       Functor{in, out, batch_size, tile});
+}
+
+}  // namespace Impl
+}  // namespace kvcanary
+
+#endif

@@ -1,0 +1,110 @@
+#ifndef KVCANARY_IMPL_ROW_RULES_HPP
+#define KVCANARY_IMPL_ROW_RULES_HPP
+
+// The per-row and per-entry rules of SPEC §4, written once and called from every kernel
+// (the offsets scan, the portable entries path and the CUDA persistent path).
+// DeviceInputs holds unmanaged Views: kernels copy handles without reference counting.
+
+#include <kvcanary/plan_types.hpp>
+
+#include <cstdint>
+
+namespace kvcanary {
+namespace Impl {
+
+template <class MemorySpace>
+using DeviceVector = Kokkos::View<const std::int64_t*, Kokkos::LayoutRight, MemorySpace,
+                                  Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+template <class MemorySpace>
+using DeviceMatrix = Kokkos::View<const std::int32_t**, Kokkos::LayoutRight, MemorySpace,
+                                  Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+
+// What one batch row contributes. A padding or bad row contributes nothing (SPEC §4).
+struct RowGeometry {
+  std::int32_t error_bits = 0;
+  std::int64_t pool_row = 0;       // req_pool_indices[r], valid only when verify_len > 0 or seed_position >= 0
+  std::int64_t window_start = 0;
+  std::int64_t verify_len = 0;
+  std::int64_t write_len = 0;
+  std::int64_t seed_position = -1; // position of the chain seed token, -1 when the seed is -1
+};
+
+template <class MemorySpace>
+struct DeviceInputs {
+  DeviceVector<MemorySpace> req_pool_indices, prefix_lens, extend_seq_lens, lut, valid_lens;
+  DeviceMatrix<MemorySpace> req_to_token, pool;
+  std::int64_t max_reqs = 0, max_seq_len = 0, lut_len = 0, pool_rows = 0, pool_cols = 0;
+  int swa_window_size = 0;
+  int token_offset = 0;
+  bool has_lut = false, has_pool = false;
+
+  DeviceInputs() = default;
+  explicit DeviceInputs(const PlanInputs<MemorySpace>& in)
+      : req_pool_indices(in.req_pool_indices.data(), in.req_pool_indices.extent(0)),
+        prefix_lens(in.prefix_lens.data(), in.prefix_lens.extent(0)),
+        extend_seq_lens(in.extend_seq_lens.data(), in.extend_seq_lens.extent(0)),
+        req_to_token(in.req_to_token.data(), in.req_to_token.extent(0), in.req_to_token.extent(1)),
+        max_reqs(static_cast<std::int64_t>(in.req_to_token.extent(0))),
+        max_seq_len(static_cast<std::int64_t>(in.req_to_token.extent(1))),
+        swa_window_size(in.swa_window_size),
+        token_offset(in.kv_token_id_vs_position_offset),
+        has_lut(in.full_to_swa_index_mapping.has_value()),
+        has_pool(in.req_to_verify_expected_tokens.has_value()) {
+    if (has_lut) {
+      const auto& v = *in.full_to_swa_index_mapping;
+      lut = DeviceVector<MemorySpace>(v.data(), v.extent(0));
+      lut_len = static_cast<std::int64_t>(v.extent(0));
+    }
+    if (has_pool) {
+      const auto& p = *in.req_to_verify_expected_tokens;
+      const auto& v = *in.req_to_verify_expected_tokens_valid_lens;
+      pool = DeviceMatrix<MemorySpace>(p.data(), p.extent(0), p.extent(1));
+      valid_lens = DeviceVector<MemorySpace>(v.data(), v.extent(0));
+      pool_rows = static_cast<std::int64_t>(p.extent(0));
+      pool_cols = static_cast<std::int64_t>(p.extent(1));
+    }
+  }
+
+  // T of SPEC §4: negative passes through, past the end clamps to the last entry, else the LUT's value.
+  KOKKOS_INLINE_FUNCTION std::int64_t translate(std::int32_t slot) const {
+    if (!has_lut || slot < 0) return slot;
+    return lut(slot < lut_len ? slot : lut_len - 1);
+  }
+
+  KOKKOS_INLINE_FUNCTION std::int64_t slot_at(std::int64_t pool_row, std::int64_t position) const {
+    return translate(req_to_token(pool_row, position));
+  }
+
+  // Reads only req_pool_indices[r] for a padding row (padding rows are never inspected).
+  KOKKOS_INLINE_FUNCTION RowGeometry row_geometry(std::int64_t r) const {
+    RowGeometry g;
+    const std::int64_t rp = req_pool_indices(r);
+    if (rp == 0) return g;
+    const std::int64_t prefix = prefix_lens(r);
+    if (rp < 0 || rp >= max_reqs) g.error_bits |= kBadPoolIndex;
+    if (prefix > max_seq_len) g.error_bits |= kBadPrefixLen;
+    if (has_pool && (rp < 0 || rp >= pool_rows || valid_lens(r) > pool_cols)) g.error_bits |= kBadPoolRow;
+    if (g.error_bits != 0) return g;
+    // prefix <= max_seq_len from here on, so every position below is inside req_to_token's row.
+    g.pool_row = rp;
+    g.window_start = (swa_window_size > 0 && prefix > swa_window_size) ? prefix - swa_window_size : 0;
+    g.verify_len = prefix > g.window_start ? prefix - g.window_start : 0;
+    const std::int64_t extend = extend_seq_lens(r);
+    g.write_len = extend > 0 ? extend : 0;
+    if (prefix > 0 && extend > 0) g.seed_position = prefix - 1;
+    return g;
+  }
+
+  // verify_expected_tokens of SPEC §4 for row r (good, so pool_row < pool_rows and valid_len <= pool_cols).
+  KOKKOS_INLINE_FUNCTION std::int64_t expected_token(std::int64_t r, std::int64_t pool_row,
+                                                     std::int64_t position) const {
+    if (!has_pool) return -1;
+    const std::int64_t s = position + token_offset;
+    return (s >= 0 && s < valid_lens(r)) ? static_cast<std::int64_t>(pool(pool_row, s)) : -1;
+  }
+};
+
+}  // namespace Impl
+}  // namespace kvcanary
+
+#endif

@@ -1,0 +1,67 @@
+#ifndef KVCANARY_PLAN_HPP
+#define KVCANARY_PLAN_HPP
+
+// kvcanary::plan(): build the VerifyPlan and WritePlan of one forward step (SPEC §4).
+//
+//   plan(space, inputs, verify_plan, write_plan, status, workspace[, options]);
+//
+// * Asynchronous on `space`: it enqueues two stages (the offsets scan, then the entries expansion)
+//   and returns; results are ready after `space.fence()` or any later work ordered on `space`.
+// * Inside it: no allocation, no host-device copy, no fence, so it can be captured in a CUDA graph
+//   and replayed with the inputs refilled in place (up to the shapes, which a graph fixes).
+// * validate() runs first: a call that breaks a host-side rule throws std::invalid_argument before
+//   any output is touched. Problems in the data itself are reported in `status`, on the device.
+
+#include <kvcanary/impl/backend.hpp>
+#include <kvcanary/impl/device_outputs.hpp>
+#include <kvcanary/impl/entries_portable.hpp>
+#include <kvcanary/impl/offsets.hpp>
+#include <kvcanary/impl/row_rules.hpp>
+#include <kvcanary/plan_types.hpp>
+#include <kvcanary/validate.hpp>
+#ifdef KOKKOS_ENABLE_CUDA
+#include <kvcanary/impl/entries_cuda.hpp>
+#endif
+
+#include <type_traits>
+
+namespace kvcanary {
+
+template <class ExecutionSpace, class MemorySpace>
+void plan(const ExecutionSpace& space, const PlanInputs<MemorySpace>& inputs,
+          const VerifyPlan<MemorySpace>& verify_plan, const WritePlan<MemorySpace>& write_plan,
+          const PlanStatus<MemorySpace>& status, const PlanWorkspace<MemorySpace>& workspace,
+          const PlanOptions& options = PlanOptions{}) {
+  static_assert(Kokkos::is_execution_space<ExecutionSpace>::value,
+                "kvcanary::plan: the first argument must be a Kokkos execution space instance");
+  static_assert(Kokkos::is_memory_space<MemorySpace>::value,
+                "kvcanary::plan: the plan types must be templated on a Kokkos memory space");
+  static_assert(Kokkos::SpaceAccessibility<ExecutionSpace, MemorySpace>::accessible,
+                "kvcanary::plan: the plan's memory space must be accessible from the execution space");
+
+  validate(inputs, verify_plan, write_plan, status, workspace);
+
+  const Impl::DeviceInputs<MemorySpace> in(inputs);
+  const Impl::DeviceOutputs<MemorySpace> out(verify_plan, write_plan, status, workspace);
+  const std::int64_t batch_size = inputs.batch_size();
+
+  Kokkos::Profiling::pushRegion("kvcanary::plan");
+  Impl::launch_offsets(space, in, out, batch_size);
+  bool entries_done = false;
+  if constexpr (Impl::EntriesBackend<ExecutionSpace>::has_cuda_persistent) {
+    if (options.algorithm != EntriesAlgorithm::Portable) {
+      // Returns false when its preconditions fail; the portable path then does the work.
+      entries_done = Impl::EntriesBackend<ExecutionSpace>::launch(space, in, out, batch_size);
+    }
+  }
+  if (!entries_done) {
+    Kokkos::Profiling::pushRegion("kvcanary::plan::entries[team]");
+    Impl::launch_entries_portable(space, in, out, batch_size);
+    Kokkos::Profiling::popRegion();
+  }
+  Kokkos::Profiling::popRegion();
+}
+
+}  // namespace kvcanary
+
+#endif

@@ -1,0 +1,157 @@
+#ifndef KVCANARY_PLAN_TYPES_HPP
+#define KVCANARY_PLAN_TYPES_HPP
+
+// The data of a plan call (SPEC §2–§3): inputs, outputs, status, scratch and options.
+// Every type is a bundle of Kokkos Views in one memory space; copying one copies handles, not data.
+
+#include <Kokkos_Core.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace kvcanary {
+
+// Input error bits of SPEC §4, OR-ed into PlanStatus::input_error_bits.
+enum InputErrorBits : std::int32_t {
+  kBadPoolIndex = 1,   // req_pool_indices[r] outside [0, max_reqs)
+  kBadPrefixLen = 2,   // prefix_lens[r] > max_seq_len
+  kBadPoolRow = 4,     // with a pool: pool row outside [0, pool_rows) or valid_lens[r] > pool_cols
+};
+
+// Which implementation expands the verify entries (the offsets stage is the same for all).
+enum class EntriesAlgorithm {
+  Default,         // the backend trait decides (CUDA: persistent kernel, elsewhere: portable)
+  Portable,        // Kokkos TeamPolicy expansion, on every backend
+  CudaPersistent,  // raw CUDA persistent kernel; falls back to Portable where it cannot run
+};
+
+struct PlanOptions {
+  EntriesAlgorithm algorithm = EntriesAlgorithm::Default;
+};
+
+// SPEC §2. Optional inputs are std::optional: "absent" and "present but empty" differ
+// (an empty LUT is an error, an absent one means identity).
+template <class MemorySpace>
+struct PlanInputs {
+  using memory_space = MemorySpace;
+  template <class T>
+  using Vector = Kokkos::View<const T*, Kokkos::LayoutRight, MemorySpace>;
+  template <class T>
+  using Matrix = Kokkos::View<const T**, Kokkos::LayoutRight, MemorySpace>;
+
+  Vector<std::int64_t> req_pool_indices;                  // [bs]; 0 = padding row
+  Vector<std::int64_t> prefix_lens;                       // [bs]
+  Vector<std::int64_t> extend_seq_lens;                   // [bs]
+  Matrix<std::int32_t> req_to_token;                      // [max_reqs, max_seq_len]
+  int swa_window_size = 0;                                // 0: full attention; > 0: window width
+  std::optional<Vector<std::int64_t>> full_to_swa_index_mapping;             // LUT, [lut_len]
+  std::optional<Matrix<std::int32_t>> req_to_verify_expected_tokens;         // pool, [rows, cols]
+  std::optional<Vector<std::int64_t>> req_to_verify_expected_tokens_valid_lens;  // [bs]
+  int kv_token_id_vs_position_offset = 0;                 // 0 target pools, +1 draft pools
+
+  std::int64_t batch_size() const { return static_cast<std::int64_t>(req_pool_indices.extent(0)); }
+};
+
+// SPEC §3, VerifyPlan: four arrays of extent verify_capacity and two scalars.
+template <class MemorySpace>
+struct VerifyPlan {
+  using memory_space = MemorySpace;
+  Kokkos::View<std::int64_t*, MemorySpace> verify_slot_indices;
+  Kokkos::View<std::int64_t*, MemorySpace> verify_expected_tokens;
+  Kokkos::View<std::int64_t*, MemorySpace> verify_expected_positions;
+  Kokkos::View<std::int64_t*, MemorySpace> verify_prev_slot_indices;
+  Kokkos::View<std::int32_t, MemorySpace> verify_num_valid;
+  Kokkos::View<std::int32_t, MemorySpace> enable;
+
+  std::int64_t capacity() const { return static_cast<std::int64_t>(verify_slot_indices.extent(0)); }
+};
+
+// SPEC §3, WritePlan: offsets [write_req_capacity + 1], seeds [write_req_capacity], one scalar.
+template <class MemorySpace>
+struct WritePlan {
+  using memory_space = MemorySpace;
+  Kokkos::View<std::int64_t*, MemorySpace> write_offsets;
+  Kokkos::View<std::int64_t*, MemorySpace> write_seed_slot_indices;
+  Kokkos::View<std::int32_t, MemorySpace> write_num_valid_reqs;
+
+  std::int64_t capacity() const { return static_cast<std::int64_t>(write_seed_slot_indices.extent(0)); }
+};
+
+// What the device saw wrong in the batch (SPEC §4): OR of InputErrorBits, and the smallest bad row or -1.
+template <class MemorySpace>
+struct PlanStatus {
+  using memory_space = MemorySpace;
+  Kokkos::View<std::int32_t, MemorySpace> input_error_bits;
+  Kokkos::View<std::int32_t, MemorySpace> first_bad_row;
+};
+
+// Scratch of a plan call, sized once for a maximum batch size.
+template <class MemorySpace>
+struct PlanWorkspace {
+  using memory_space = MemorySpace;
+  // verify_offsets[r] = exclusive prefix sum of verify_len; verify_offsets[bs] = total.
+  Kokkos::View<std::int64_t*, MemorySpace> verify_offsets;
+
+  std::int64_t max_batch_size() const {
+    return verify_offsets.extent(0) == 0 ? -1 : static_cast<std::int64_t>(verify_offsets.extent(0)) - 1;
+  }
+};
+
+// ---- allocation helpers: one labelled, uninitialized allocation per View, on `space` ----
+
+namespace Impl {
+template <class ViewType, class ExecutionSpace, class... Extents>
+ViewType allocate(const ExecutionSpace& space, const std::string& label, Extents... extents) {
+  return ViewType(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, label), extents...);
+}
+}  // namespace Impl
+
+template <class ExecutionSpace, class MemorySpace = typename ExecutionSpace::memory_space>
+VerifyPlan<MemorySpace> allocate_verify_plan(const ExecutionSpace& space, std::int64_t verify_capacity) {
+  using Array = Kokkos::View<std::int64_t*, MemorySpace>;
+  using Scalar = Kokkos::View<std::int32_t, MemorySpace>;
+  const auto n = static_cast<std::size_t>(verify_capacity < 0 ? 0 : verify_capacity);
+  VerifyPlan<MemorySpace> plan;
+  plan.verify_slot_indices = Impl::allocate<Array>(space, "kvcanary::verify_slot_indices", n);
+  plan.verify_expected_tokens = Impl::allocate<Array>(space, "kvcanary::verify_expected_tokens", n);
+  plan.verify_expected_positions = Impl::allocate<Array>(space, "kvcanary::verify_expected_positions", n);
+  plan.verify_prev_slot_indices = Impl::allocate<Array>(space, "kvcanary::verify_prev_slot_indices", n);
+  plan.verify_num_valid = Impl::allocate<Scalar>(space, "kvcanary::verify_num_valid");
+  plan.enable = Impl::allocate<Scalar>(space, "kvcanary::enable");
+  return plan;
+}
+
+template <class ExecutionSpace, class MemorySpace = typename ExecutionSpace::memory_space>
+WritePlan<MemorySpace> allocate_write_plan(const ExecutionSpace& space, std::int64_t write_req_capacity) {
+  using Array = Kokkos::View<std::int64_t*, MemorySpace>;
+  const auto n = static_cast<std::size_t>(write_req_capacity < 0 ? 0 : write_req_capacity);
+  WritePlan<MemorySpace> plan;
+  plan.write_offsets = Impl::allocate<Array>(space, "kvcanary::write_offsets", n + 1);
+  plan.write_seed_slot_indices = Impl::allocate<Array>(space, "kvcanary::write_seed_slot_indices", n);
+  plan.write_num_valid_reqs =
+      Impl::allocate<Kokkos::View<std::int32_t, MemorySpace>>(space, "kvcanary::write_num_valid_reqs");
+  return plan;
+}
+
+template <class ExecutionSpace, class MemorySpace = typename ExecutionSpace::memory_space>
+PlanStatus<MemorySpace> allocate_plan_status(const ExecutionSpace& space) {
+  using Scalar = Kokkos::View<std::int32_t, MemorySpace>;
+  PlanStatus<MemorySpace> status;
+  status.input_error_bits = Impl::allocate<Scalar>(space, "kvcanary::input_error_bits");
+  status.first_bad_row = Impl::allocate<Scalar>(space, "kvcanary::first_bad_row");
+  return status;
+}
+
+template <class ExecutionSpace, class MemorySpace = typename ExecutionSpace::memory_space>
+PlanWorkspace<MemorySpace> allocate_plan_workspace(const ExecutionSpace& space, std::int64_t max_batch_size) {
+  PlanWorkspace<MemorySpace> workspace;
+  const auto n = static_cast<std::size_t>(max_batch_size < 0 ? 0 : max_batch_size);
+  workspace.verify_offsets =
+      Impl::allocate<Kokkos::View<std::int64_t*, MemorySpace>>(space, "kvcanary::workspace::verify_offsets", n + 1);
+  return workspace;
+}
+
+}  // namespace kvcanary
+
+#endif

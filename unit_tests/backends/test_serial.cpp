@@ -1,0 +1,3 @@
+// The unit tests on Kokkos::Serial.
+#define KVCANARY_TEST_EXECSPACE Kokkos::Serial
+#include "all_tests.hpp"
