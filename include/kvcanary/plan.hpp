@@ -5,8 +5,8 @@
 //
 //   plan(space, inputs, verify_plan, write_plan, status, workspace[, options]);
 //
-// * Asynchronous on `space`: it enqueues two stages (the offsets scan, then the entries expansion)
-//   and returns; results are ready after `space.fence()` or any later work ordered on `space`.
+// * Asynchronous on `space`: it enqueues the offsets scan and the entries expansion (on CUDA, one
+//   fused kernel for batches that fit its shared memory) and returns; results are ready after `space.fence()` or any later work ordered on `space`.
 // * Inside it: no allocation, no host-device copy, no fence, so it can be captured in a CUDA graph
 //   and replayed with the inputs refilled in place (up to the shapes, which a graph fixes).
 // * validate() runs first: a call that breaks a host-side rule throws std::invalid_argument before
@@ -46,16 +46,15 @@ void plan(const ExecutionSpace& space, const PlanInputs<MemorySpace>& inputs,
   const std::int64_t batch_size = inputs.batch_size();
 
   Kokkos::Profiling::pushRegion("kvcanary::plan");
-  Impl::launch_offsets(space, in, out, batch_size);
-  bool entries_done = false;
-  if constexpr (Impl::EntriesBackend<ExecutionSpace>::has_cuda_persistent) {
-    if (options.algorithm != EntriesAlgorithm::Portable) {
-      // Returns false when its preconditions fail; the portable path then does the work.
-      entries_done = Impl::EntriesBackend<ExecutionSpace>::launch(space, in, out, batch_size);
-    }
+  using Backend = Impl::EntriesBackend<ExecutionSpace>;
+  bool done = false;
+  if constexpr (Backend::has_cuda_persistent) {
+    // The fast path returns false, having launched nothing, when its preconditions fail.
+    if (options.algorithm != EntriesAlgorithm::Portable) done = Backend::plan(space, in, out, batch_size);
   }
-  if (!entries_done) {
-    Kokkos::Profiling::pushRegion("kvcanary::plan::entries[team]");
+  if (!done) {
+    Kokkos::Profiling::pushRegion("kvcanary::plan[portable]");
+    Impl::launch_offsets(space, in, out, batch_size);
     Impl::launch_entries_portable(space, in, out, batch_size);
     Kokkos::Profiling::popRegion();
   }

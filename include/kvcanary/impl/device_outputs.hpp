@@ -36,8 +36,8 @@ struct DeviceOutputs {
         first_bad_row(s.first_bad_row.data()),
         verify_offsets(ws.verify_offsets.data(), ws.verify_offsets.extent(0)) {}
 
-  std::int64_t verify_capacity() const { return static_cast<std::int64_t>(verify_slot_indices.extent(0)); }
-  std::int64_t write_req_capacity() const { return static_cast<std::int64_t>(write_seed_slot_indices.extent(0)); }
+  KOKKOS_INLINE_FUNCTION std::int64_t verify_capacity() const { return static_cast<std::int64_t>(verify_slot_indices.extent(0)); }
+  KOKKOS_INLINE_FUNCTION std::int64_t write_req_capacity() const { return static_cast<std::int64_t>(write_seed_slot_indices.extent(0)); }
 };
 
 }  // namespace Impl

@@ -25,19 +25,41 @@ KOKKOS_INLINE_FUNCTION std::int64_t owner_row(const Offsets& offsets, std::int64
   return lo;
 }
 
-// Writes verify entry `i`, owned by `row` (SPEC §4, "Verify entries").
+// The four values of one verify entry: the j-th entry of `row` (SPEC §4, "Verify entries").
+struct EntryValues {
+  std::int64_t slot, expected_token, position, prev_slot;
+};
+
 template <class MemorySpace>
-KOKKOS_INLINE_FUNCTION void write_entry(const DeviceInputs<MemorySpace>& in, const DeviceOutputs<MemorySpace>& out,
-                                        std::int64_t row, std::int64_t i) {
+KOKKOS_INLINE_FUNCTION EntryValues entry_values(const DeviceInputs<MemorySpace>& in, std::int64_t row,
+                                                std::int64_t j) {
   const std::int64_t prefix = in.prefix_lens(row);
   const int window = in.swa_window_size;
   const std::int64_t window_start = (window > 0 && prefix > window) ? prefix - window : 0;
   const std::int64_t pool_row = in.req_pool_indices(row);
-  const std::int64_t position = window_start + (i - out.verify_offsets(row));
-  out.verify_expected_positions(i) = position;
-  out.verify_slot_indices(i) = in.slot_at(pool_row, position);
-  out.verify_prev_slot_indices(i) = position > 0 ? in.slot_at(pool_row, position - 1) : -1;
-  out.verify_expected_tokens(i) = in.expected_token(row, pool_row, position);
+  const std::int64_t position = window_start + j;
+  EntryValues v;
+  v.position = position;
+  v.slot = in.slot_at(pool_row, position);
+  // A sliding window does not restart the chain: the first entry points at its real predecessor.
+  v.prev_slot = position > 0 ? in.slot_at(pool_row, position - 1) : -1;
+  v.expected_token = in.expected_token(row, pool_row, position);
+  return v;
+}
+
+template <class MemorySpace>
+KOKKOS_INLINE_FUNCTION void store_entry(const DeviceOutputs<MemorySpace>& out, std::int64_t i, const EntryValues& v) {
+  out.verify_slot_indices(i) = v.slot;
+  out.verify_expected_tokens(i) = v.expected_token;
+  out.verify_expected_positions(i) = v.position;
+  out.verify_prev_slot_indices(i) = v.prev_slot;
+}
+
+// Writes verify entry `i`, owned by `row`.
+template <class MemorySpace>
+KOKKOS_INLINE_FUNCTION void write_entry(const DeviceInputs<MemorySpace>& in, const DeviceOutputs<MemorySpace>& out,
+                                        std::int64_t row, std::int64_t i) {
+  store_entry(out, i, entry_values(in, row, i - out.verify_offsets(row)));
 }
 
 }  // namespace Impl

@@ -27,6 +27,22 @@ struct OffsetsScanValue {
 
 constexpr std::int32_t kNoBadRow = std::numeric_limits<std::int32_t>::max();
 
+// Row bs of the offsets: the totals and every scalar of the plan (SPEC §4).
+template <class MemorySpace>
+KOKKOS_INLINE_FUNCTION void write_totals(const DeviceOutputs<MemorySpace>& out, std::int64_t batch_size,
+                                         std::int64_t verify_total, std::uint64_t write_total,
+                                         std::int32_t error_bits, std::int32_t first_bad_row) {
+  const std::int64_t capacity = out.verify_capacity();
+  const bool overflow = verify_total > capacity;
+  out.verify_offsets(batch_size) = verify_total;
+  out.write_offsets(batch_size) = static_cast<std::int64_t>(write_total);
+  out.verify_num_valid() = static_cast<std::int32_t>(overflow ? capacity : verify_total);
+  out.enable() = overflow ? 0 : 1;
+  out.write_num_valid_reqs() = static_cast<std::int32_t>(batch_size);
+  out.input_error_bits() = error_bits;
+  out.first_bad_row() = first_bad_row;
+}
+
 template <class MemorySpace>
 struct OffsetsScanFunctor {
   using value_type = OffsetsScanValue;
@@ -54,7 +70,7 @@ struct OffsetsScanFunctor {
       if (final) {
         out.verify_offsets(r) = acc.verify_total;
         out.write_offsets(r) = static_cast<std::int64_t>(acc.write_total);
-        out.write_seed_slot_indices(r) = g.seed_position >= 0 ? in.slot_at(g.pool_row, g.seed_position) : -1;
+        out.write_seed_slot_indices(r) = in.seed_slot(g);
       }
       acc.verify_total += g.verify_len;
       acc.write_total += static_cast<std::uint64_t>(g.write_len);
@@ -68,17 +84,9 @@ struct OffsetsScanFunctor {
     }
   }
 
-  // Row bs: the totals and the scalars (SPEC §4).
   KOKKOS_INLINE_FUNCTION void finish(const value_type& totals) const {
-    const std::int64_t capacity = out.verify_capacity();
-    const bool overflow = totals.verify_total > capacity;
-    out.verify_offsets(batch_size) = totals.verify_total;
-    out.write_offsets(batch_size) = static_cast<std::int64_t>(totals.write_total);
-    out.verify_num_valid() = static_cast<std::int32_t>(overflow ? capacity : totals.verify_total);
-    out.enable() = overflow ? 0 : 1;
-    out.write_num_valid_reqs() = static_cast<std::int32_t>(batch_size);
-    out.input_error_bits() = totals.error_bits;
-    out.first_bad_row() = totals.first_bad_row == kNoBadRow ? -1 : totals.first_bad_row;
+    write_totals(out, batch_size, totals.verify_total, totals.write_total, totals.error_bits,
+                 totals.first_bad_row == kNoBadRow ? -1 : totals.first_bad_row);
   }
 };
 

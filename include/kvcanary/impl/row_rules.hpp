@@ -95,6 +95,11 @@ struct DeviceInputs {
     return g;
   }
 
+  // write_seed_slot_indices[r] of SPEC §4.
+  KOKKOS_INLINE_FUNCTION std::int64_t seed_slot(const RowGeometry& g) const {
+    return g.seed_position >= 0 ? slot_at(g.pool_row, g.seed_position) : -1;
+  }
+
   // verify_expected_tokens of SPEC §4 for row r (good, so pool_row < pool_rows and valid_len <= pool_cols).
   KOKKOS_INLINE_FUNCTION std::int64_t expected_token(std::int64_t r, std::int64_t pool_row,
                                                      std::int64_t position) const {
