@@ -88,6 +88,7 @@ struct DeviceBatch {
     inputs.extend_seq_lens = extend;
     inputs.req_to_token = rtt;
     inputs.swa_window_size = first.swa_window_size;
+    inputs.kv_token_id_vs_position_offset = first.kv_token_id_vs_position_offset;
     if (first.full_to_swa_index_mapping) {
       lut = Kokkos::View<std::int64_t*, Memory>("lut", first.full_to_swa_index_mapping->size());
       inputs.full_to_swa_index_mapping = lut;

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# gpu-check.sh — the GPU path checked with one command, on a CUDA node (no network needed).
+#
+#   scripts/gpu-check.sh [STAGE...]     stages: build test sanitize perf   (default: build test sanitize)
+#
+# build     Kokkos 3.4.01 + Kokkos Kernels (cuda flavour, sm_90) from the offline source bundle, then
+#           kvcanary, its unit tests, CLI and perf tests, with $JOBS jobs (default: all cores).
+# test      the CUDA unit tests (both entries algorithms) and the CUDA-graph test.
+# sanitize  compute-sanitizer memcheck and racecheck on the CUDA unit tests and the graph test.
+# perf      the CUDA perf_tests, JSON to $REPORT_DIR/perf_cuda.json.
+#
+# Offline inputs (made on a networked machine by scripts/make-gpu-bundle.sh, carried in .deps/):
+#   .deps/kokkos-src-3.4.01-patched.tar.xz   patched Kokkos + Kokkos Kernels sources
+#   .deps/sysroot/                            Debian's GoogleTest, Google Benchmark, nlohmann-json, when
+#                                             the node has none of its own
+# A summary goes to $REPORT_DIR/summary.txt (default build-gpu/report).
+set -uo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+STAGES=${*:-build test sanitize}
+JOBS=${JOBS:-$(nproc)}
+BUILD=${BUILD_DIR:-$ROOT/build-gpu}
+REPORT_DIR=${REPORT_DIR:-$BUILD/report}
+mkdir -p "$REPORT_DIR"
+SUMMARY=$REPORT_DIR/summary.txt
+: > "$SUMMARY"
+status=0
+say() { printf '%s\n' "$*" | tee -a "$SUMMARY"; }
+has() { [[ " $STAGES " == *" $1 "* ]]; }
+
+NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+export CUDA_HOME=${CUDA_HOME:-$(dirname "$(dirname "$NVCC")")}
+export KOKKOS_DEPS_PREFIX=${KOKKOS_DEPS_PREFIX:-$HOME/.cache/kokkos-deps}  # outside the tree: carried folders are replaced
+bundle=$(ls "$ROOT"/.deps/kokkos-src-3.4.01-patched.tar.xz 2>/dev/null || true)
+[ -n "$bundle" ] && export KOKKOS_SRC_BUNDLE=$bundle
+prefix_path=$KOKKOS_DEPS_PREFIX/kokkos-3.4.01-cuda-sm90
+[ -d "$ROOT/.deps/sysroot/usr" ] && prefix_path="$prefix_path;$ROOT/.deps/sysroot/usr"
+
+say "kvcanary gpu-check $(date -u +%Y-%m-%dT%H:%MZ), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+say "gpu: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo none)"
+say "nvcc: $("$NVCC" --version | tail -1)"
+
+if has build; then
+  t0=$(date +%s)
+  JOBS=$JOBS "$ROOT/scripts/deps/setup-kokkos.sh" cuda > "$REPORT_DIR/kokkos-build.log" 2>&1 \
+    || { tail -30 "$REPORT_DIR/kokkos-build.log"; say "FAILED: Kokkos build"; exit 1; }
+  t1=$(date +%s)
+  cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+        -DCMAKE_CXX_COMPILER="$KOKKOS_DEPS_PREFIX/kokkos-3.4.01-cuda-sm90/bin/nvcc_wrapper" \
+        -DCMAKE_PREFIX_PATH="$prefix_path" > "$REPORT_DIR/configure.log" 2>&1 \
+    || { tail -30 "$REPORT_DIR/configure.log"; say "FAILED: configure"; exit 1; }
+  cmake --build "$BUILD" -j "$JOBS" > "$REPORT_DIR/build.log" 2>&1 \
+    || { grep -E "error|FAILED" "$REPORT_DIR/build.log" | head -30; say "FAILED: build"; exit 1; }
+  say "build: Kokkos $((t1 - t0)) s, kvcanary + tests + perf $(( $(date +%s) - t1 )) s"
+fi
+
+unit=$BUILD/unit_tests/kvcanary_unit_tests_cuda
+graph=$BUILD/unit_tests/cuda_graph/kvcanary_unit_tests_cuda_graph
+
+gtest_line() {  # gtest_line NAME LOG RC
+  local counts; counts=$(grep -E '^\[  (PASSED|FAILED)  \]|tests? ran' "$2" | tr '\n' ' ')
+  say "$1: rc=$3 ${counts}"
+}
+
+if has test; then
+  for exe in "$unit" "$graph"; do
+    name=$(basename "$exe")
+    "$exe" --gtest_output="xml:$REPORT_DIR/$name.xml" > "$REPORT_DIR/$name.log" 2>&1
+    rc=$?; [ $rc -eq 0 ] || status=1
+    gtest_line "$name" "$REPORT_DIR/$name.log" $rc
+    grep -E '^\[ +graph +\]|FAILED|Failure' "$REPORT_DIR/$name.log" | head -20 | tee -a "$SUMMARY"
+  done
+fi
+
+if has sanitize; then
+  # The full suite under memcheck; racecheck (much slower) on the tests that launch the kernels with
+  # shared memory and barriers over every shape class: the facts, bad rows and a slice of random cases.
+  SAN_FILTER=${SANITIZER_FILTER:-*}
+  RACE_FILTER=${RACECHECK_FILTER:-*Facts*:*BadRow*:*Untouched*:*Written*}
+  for tool in memcheck racecheck; do
+    filter=$SAN_FILTER; [ $tool = racecheck ] && filter=$RACE_FILTER
+    for exe in "$unit" "$graph"; do
+      name=$(basename "$exe")
+      f=$filter; [ "$exe" = "$graph" ] && f='*'
+      compute-sanitizer --tool $tool --error-exitcode 99 "$exe" --gtest_filter="$f" \
+        > "$REPORT_DIR/$name.$tool.log" 2>&1
+      rc=$?; [ $rc -eq 0 ] || status=1
+      say "$tool $name (filter $f): rc=$rc, $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$REPORT_DIR/$name.$tool.log" | tail -1) $(grep -E '^\[  (PASSED|FAILED)  \]' "$REPORT_DIR/$name.$tool.log" | tr '\n' ' ')"
+    done
+  done
+fi
+
+if has perf; then
+  perf=$BUILD/perf_tests/kvcanary_perf_cuda
+  "$perf" --benchmark_out="$REPORT_DIR/perf_cuda.json" --benchmark_out_format=json ${PERF_ARGS:-} \
+    > "$REPORT_DIR/perf_cuda.log" 2>&1
+  rc=$?; [ $rc -eq 0 ] || status=1
+  say "perf: rc=$rc ($(grep -c '^plan' "$REPORT_DIR/perf_cuda.log") benchmarks)"
+fi
+
+say "gpu-check: $([ $status -eq 0 ] && echo PASS || echo FAIL)"
+exit $status

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# make-gpu-bundle.sh — on a networked Debian 12 machine, gather what scripts/gpu-check.sh needs on an
+# offline CUDA node into .deps/ (git-ignored): the patched Kokkos source bundle (2.4 MB) and a
+# sysroot of Debian's GoogleTest, Google Benchmark and nlohmann-json (10 MB).
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+"$ROOT/scripts/setup-deps.sh" cpu > /dev/null
+mkdir -p "$ROOT/.deps/sysroot"
+cp "$("$ROOT/scripts/deps/setup-kokkos.sh" bundle | tail -1)" "$ROOT/.deps/"
+for package in libgtest-dev libgmock-dev googletest libbenchmark-dev libbenchmark1debian nlohmann-json3-dev; do
+  dpkg -L "$package" | while read -r file; do
+    if [ -f "$file" ]; then
+      mkdir -p "$ROOT/.deps/sysroot$(dirname "$file")"
+      cp -a "$file" "$ROOT/.deps/sysroot$file"
+    fi
+  done
+done
+du -sh "$ROOT/.deps"
