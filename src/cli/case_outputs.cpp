@@ -1,0 +1,66 @@
+#include "case_outputs.hpp"
+
+#include "cli_error.hpp"
+
+#include <kvcanary/shape_checks.hpp>
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+namespace kvcanary {
+namespace cli {
+
+namespace {
+
+// The shapes the library will see for a step, with the capacities the case declares.
+void check_step(const Case& step) {
+  PlanShapes shapes = reference::shapes_of(step.inputs, reference::Outputs{});
+  for (std::int64_t& extent : shapes.verify_extents) extent = step.verify_capacity;
+  shapes.write_req_capacity = step.write_req_capacity;
+  shapes.write_offsets = step.write_req_capacity + 1;
+  check_plan_shapes(shapes);
+  reference::check_flat_sizes(step.inputs);
+}
+
+// An upper bound of SPEC §4's total, stopping at `limit`: a good row has prefix_lens <= max_seq_len
+// and verifies at most its prefix; padding and bad rows verify nothing.
+std::int64_t total_bound(const Case& step, std::int64_t limit) {
+  const reference::Inputs& in = step.inputs;
+  std::int64_t bound = 0;
+  for (std::size_t r = 0; r < in.req_pool_indices.size() && bound < limit; ++r) {
+    if (in.req_pool_indices[r] == 0) continue;
+    bound += std::clamp<std::int64_t>(in.prefix_lens[r], 0, in.max_seq_len);
+  }
+  return std::min(bound, limit);
+}
+
+}  // namespace
+
+reference::Outputs poisoned_outputs_for(const CaseFile& file) {
+  for (std::size_t i = 0; i < file.steps.size(); ++i) {
+    try {
+      check_step(file.steps[i]);
+    } catch (const std::invalid_argument& e) {
+      if (!file.multi_step) throw;
+      throw std::invalid_argument("steps[" + std::to_string(i) + "]: " + e.what());
+    }
+  }
+  const Case& first = file.steps.front();  // the steps share their capacities (parse_case_file)
+  if (first.write_req_capacity > kMaxWriteReqCapacity)
+    throw RejectedInput("write_req_capacity is " + std::to_string(first.write_req_capacity) +
+                        ", above kvcanary-plan's limit of " + std::to_string(kMaxWriteReqCapacity) +
+                        " (write_offsets is printed whole)");
+  std::int64_t verify_entries = 0;
+  for (const Case& step : file.steps)
+    verify_entries = std::max(verify_entries, total_bound(step, first.verify_capacity));
+  if (verify_entries > kMaxVerifyEntries)
+    throw RejectedInput("the verify arrays would need " + std::to_string(verify_entries) +
+                        " entries (verify_capacity " + std::to_string(first.verify_capacity) +
+                        ", capped by the batch's prefix tokens), above kvcanary-plan's limit of " +
+                        std::to_string(kMaxVerifyEntries));
+  return reference::make_outputs(verify_entries, first.write_req_capacity, kPoison);
+}
+
+}  // namespace cli
+}  // namespace kvcanary

@@ -1,0 +1,36 @@
+#ifndef KVCANARY_CLI_CASE_OUTPUTS_HPP
+#define KVCANARY_CLI_CASE_OUTPUTS_HPP
+
+// The host outputs a case runs on: checked before anything is allocated, kept within the CLI's
+// memory limits, and poisoned so that `check` can tell written entries from untouched ones.
+
+#include "json_io.hpp"
+
+#include <kvcanary/reference.hpp>
+
+#include <cstdint>
+
+namespace kvcanary {
+namespace cli {
+
+// The fill of every output before the first plan call: a value no case of the tests produces.
+// (Scalars get its low 32 bits.)
+constexpr std::int64_t kPoison = static_cast<std::int64_t>(0xDEADBEEFDEADBEEFull);
+
+// write_offsets is printed whole, so its capacity is allocated as given: at most 2^24 requests.
+constexpr std::int64_t kMaxWriteReqCapacity = std::int64_t{1} << 24;
+
+// Verify arrays are allocated with min(verify_capacity, an upper bound of the plan's total), which prints
+// the same plan (entries past the total are never printed), so verify_capacity 2^31-1 is fine for a
+// small case; only when both exceed 2^26 entries (2 GiB of host arrays) is the case refused.
+constexpr std::int64_t kMaxVerifyEntries = std::int64_t{1} << 26;
+
+// Runs the library's host-side checks of SPEC §4 (check_plan_shapes, with the capacities as declared)
+// on every step, then the CLI's limits, and returns poisoned outputs for the whole file.
+// Throws std::invalid_argument (the library's message) or RejectedInput; allocates nothing before that.
+reference::Outputs poisoned_outputs_for(const CaseFile& file);
+
+}  // namespace cli
+}  // namespace kvcanary
+
+#endif

@@ -1,0 +1,112 @@
+#include "commands.hpp"
+
+#include "backends.hpp"
+#include "case_outputs.hpp"
+#include "cli_error.hpp"
+#include "compare.hpp"
+#include "json_io.hpp"
+#include "kokkos_session.hpp"
+
+#include <stdexcept>
+#include <string>
+
+namespace kvcanary {
+namespace cli {
+
+namespace {
+
+struct PreparedCase {
+  CaseFile file;
+  reference::Outputs outputs;  // poisoned, sized for every step
+};
+
+// Everything that can reject the case, before Kokkos starts.
+PreparedCase prepare(const std::string& path) {
+  PreparedCase prepared;
+  prepared.file = read_case_file(path);
+  try {
+    prepared.outputs = poisoned_outputs_for(prepared.file);
+  } catch (const std::exception& e) {
+    throw RejectedInput(path + ": " + e.what());
+  }
+  return prepared;
+}
+
+std::string step_name(const CaseFile& file, std::size_t i) {
+  return file.multi_step ? "step " + std::to_string(i + 1) + "/" + std::to_string(file.steps.size()) + ": " : "";
+}
+
+std::string scalars(const reference::Outputs& o) {
+  return "verify_num_valid " + std::to_string(o.verify_num_valid) + ", enable " + std::to_string(o.enable) +
+         ", write_num_valid_reqs " + std::to_string(o.write_num_valid_reqs) + ", input_error_bits " +
+         std::to_string(o.input_error_bits) + ", first_bad_row " + std::to_string(o.first_bad_row);
+}
+
+}  // namespace
+
+int run_command(const CommandLine& command_line, std::ostream& out) {
+  PreparedCase prepared = prepare(command_line.file);
+  const CaseFile& file = prepared.file;
+  PlanOptions options;
+  options.algorithm = command_line.algorithm;
+
+  nlohmann::ordered_json steps = nlohmann::ordered_json::array();
+  {
+    Kokkos::ScopeGuard kokkos(kokkos_arguments());
+    for (const Case& step : file.steps) {
+      plan_on_backend(command_line.backend, step.inputs, prepared.outputs, options);
+      steps.push_back(plan_to_json(prepared.outputs, static_cast<std::int64_t>(step.inputs.req_pool_indices.size()),
+                                   file.multi_step));
+    }
+  }
+  nlohmann::ordered_json result = steps.back();
+  if (file.multi_step) result["steps"] = std::move(steps);
+  out << result.dump() << '\n';
+  return 0;
+}
+
+int check_command(const CommandLine& command_line, std::ostream& out) {
+  PreparedCase prepared = prepare(command_line.file);
+  const CaseFile& file = prepared.file;
+  PlanOptions options;
+  options.algorithm = command_line.algorithm;
+  reference::Outputs library = prepared.outputs;
+  reference::Outputs expected = prepared.outputs;
+
+  Kokkos::ScopeGuard kokkos(kokkos_arguments());
+  const std::string who = "library (" + describe_execution_space(command_line.backend) + "; algorithm " +
+                          algorithm_name(command_line.algorithm) + ")";
+  for (std::size_t i = 0; i < file.steps.size(); ++i) {
+    const Case& step = file.steps[i];
+    std::string library_error, reference_error;
+    try {
+      plan_on_backend(command_line.backend, step.inputs, library, options);
+    } catch (const std::invalid_argument& e) {
+      library_error = e.what();
+    }
+    try {
+      reference::plan(step.inputs, expected);
+    } catch (const std::invalid_argument& e) {
+      reference_error = e.what();
+    }
+    if (!library_error.empty() && library_error == reference_error)
+      throw RejectedInput(command_line.file + ": " + library_error);  // both reject it: a rejected input
+    if (library_error != reference_error) {
+      out << "check: " << command_line.file << ": " << step_name(file, i) << who << " and reference DISAGREE: "
+          << "library " << (library_error.empty() ? "accepted the call" : "threw: " + library_error)
+          << "; reference " << (reference_error.empty() ? "accepted the call" : "threw: " + reference_error) << '\n';
+      return 1;
+    }
+    if (const auto difference = first_difference(expected, library)) {
+      out << "check: " << command_line.file << ": " << step_name(file, i) << who
+          << " and reference DISAGREE at " << *difference << '\n';
+      return 1;
+    }
+    out << "check: " << command_line.file << ": " << step_name(file, i) << who
+        << " agrees with the reference on every output element (" << scalars(library) << ")\n";
+  }
+  return 0;
+}
+
+}  // namespace cli
+}  // namespace kvcanary

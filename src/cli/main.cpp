@@ -1,0 +1,63 @@
+// kvcanary-plan: the command-line face of kvcanary (SPEC §5). Exit status: 0 success; 1 a disagreement
+// (check, demo); 2 a rejected command line or input, with exactly one line on stderr; 3 an internal error.
+// Nothing escapes main: every exception becomes one of these.
+
+#include "cli_error.hpp"
+#include "command_line.hpp"
+#include "commands.hpp"
+#include "demo.hpp"
+
+#include <kvcanary/version.hpp>
+
+#include <algorithm>
+#include <exception>
+#include <iostream>
+#include <new>
+#include <stdexcept>
+#include <string>
+
+namespace {
+
+int fail(int status, std::string message) {
+  std::replace(message.begin(), message.end(), '\n', ' ');  // one line, whatever the source
+  std::replace(message.begin(), message.end(), '\r', ' ');
+  std::cout.flush();
+  std::cerr << "kvcanary-plan: " << message << std::endl;
+  return status;
+}
+
+int dispatch(int argc, char** argv) {
+  using namespace kvcanary::cli;
+  const CommandLine command_line = parse_command_line(argc, argv);
+  switch (command_line.command) {
+    case Command::Help: std::cout << usage_text(); return 0;
+    case Command::Version: std::cout << "kvcanary-plan " << KVCANARY_VERSION_STRING << '\n'; return 0;
+    case Command::Run: return run_command(command_line, std::cout);
+    case Command::Check: return check_command(command_line, std::cout);
+    case Command::Demo: return demo_command(command_line, std::cout);
+  }
+  return 3;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const int status = dispatch(argc, argv);
+    std::cout.flush();
+    if (!std::cout) return fail(3, "error: cannot write to standard output");
+    return status;
+  } catch (const kvcanary::cli::UsageError& e) {
+    return fail(2, std::string("usage error: ") + e.what() + " (see kvcanary-plan --help)");
+  } catch (const kvcanary::cli::RejectedInput& e) {
+    return fail(2, std::string("rejected input: ") + e.what());
+  } catch (const std::invalid_argument& e) {  // the library's host-side checks (SPEC §4)
+    return fail(2, std::string("rejected input: ") + e.what());
+  } catch (const std::bad_alloc& e) {  // Kokkos' allocation failures derive from it too
+    return fail(2, std::string("rejected input: out of memory (") + e.what() + ")");
+  } catch (const std::exception& e) {
+    return fail(3, std::string("internal error: ") + e.what());
+  } catch (...) {
+    return fail(3, "internal error: unknown exception");
+  }
+}
