@@ -3,13 +3,14 @@
 
 // The CUDA fast path (EntriesAlgorithm::CudaPersistent), chosen by EntriesBackend<Kokkos::Cuda>.
 //
-// * Batches of up to kFusedMaxRows rows: ONE kernel. Every block scans the rows' verify lengths into
-//   shared memory (a few loads per thread, one CUB block scan), block 0 also writes the WritePlan,
-//   the scalars and the status, and then all blocks expand their tiles of the verify array.
-//   Recomputing a few thousand row lengths per block costs less than a second launch (~1 µs in a graph).
-// * Larger batches: the portable offsets scan, then one persistent entries kernel over global offsets.
-// Both kernels have a grid sized from the SM count and occupancy and walk tiles of kTileEntries
-// with a grid stride; each thread loads the values of all its entries in a tile before storing any.
+// * Batches of up to kFusedMaxRows (256) rows: ONE kernel. Every block scans the rows into shared
+//   memory (one row per thread, one CUB block scan), block 0 also writes the WritePlan, the scalars
+//   and the status, then all blocks expand their tiles of the verify array. Recomputing 256 rows per
+//   block costs less than a second launch (~1 µs in a graph).
+// * Larger batches: two kernels, a one-block rows kernel (offsets, WritePlan, scalars, status) and a
+//   persistent entries kernel that stages the offsets in shared memory when they fit.
+// Entries kernels have a grid sized from the SM count and occupancy and walk tiles of kTileEntries
+// with a grid stride; a thread's loads for a whole tile are in flight together.
 
 #include <Kokkos_Core.hpp>
 
@@ -39,44 +40,19 @@ inline void cuda_check(cudaError_t error, const char* call, const char* file, in
 
 namespace CudaPersistent {
 
-constexpr int kBlockThreads = 256;
-constexpr int kEntriesPerThread = 8;
-constexpr std::int64_t kTileEntries = std::int64_t(kBlockThreads) * kEntriesPerThread;
-constexpr std::int64_t kFusedMaxRows = 4096;  // 32 KB of shared offsets per block
+constexpr int kTileThreads = 256;       // blocks of the fused and the entries kernels
+constexpr int kEntriesPerThread = 4;    // per tile; all loads of a tile are issued before any store
+constexpr std::int64_t kTileEntries = std::int64_t(kTileThreads) * kEntriesPerThread;
+constexpr std::int64_t kFusedMaxRows = kTileThreads;  // the fused kernel gives each row one thread
+constexpr int kRowsThreads = 512;       // the rows kernel: one block (128 registers a thread)
+constexpr int kRowsPerThread = 4;
+constexpr std::int64_t kRowsChunk = std::int64_t(kRowsThreads) * kRowsPerThread;
+constexpr std::int64_t kSharedOffsetsRows = 4096;  // the entries kernel stages offsets in shared memory
 
 struct SharedOffsets {
   const std::int64_t* data;
   __device__ std::int64_t operator()(std::int64_t i) const { return data[i]; }
 };
-
-// Expands the tiles blockIdx.x, blockIdx.x + gridDim.x, ... of the flat verify array [0, total).
-template <class MemorySpace, class Offsets>
-__device__ void expand_tiles(const DeviceInputs<MemorySpace>& in, const DeviceOutputs<MemorySpace>& out,
-                             const Offsets& offsets, std::int64_t batch_size, std::int64_t total) {
-  const std::int64_t stride = std::int64_t(gridDim.x) * kTileEntries;
-  for (std::int64_t begin = std::int64_t(blockIdx.x) * kTileEntries; begin < total; begin += stride) {
-    const std::int64_t end = begin + kTileEntries < total ? begin + kTileEntries : total;
-    const std::int64_t first_row = owner_row(offsets, 0, batch_size - 1, begin);
-    const std::int64_t last_row = owner_row(offsets, first_row, batch_size - 1, end - 1);
-    // Loads for all of this thread's entries first, then the stores: the compiler cannot move a
-    // load above a store to a possibly aliasing int64 array, so interleaving would serialize them.
-    EntryValues values[kEntriesPerThread];
-    std::int64_t row = first_row;
-#pragma unroll
-    for (int k = 0; k < kEntriesPerThread; ++k) {
-      const std::int64_t i = begin + k * kBlockThreads + threadIdx.x;
-      if (i < end) {
-        row = owner_row(offsets, row, last_row, i);  // rows only grow with i
-        values[k] = entry_values(in, row, i - offsets(row));
-      }
-    }
-#pragma unroll
-    for (int k = 0; k < kEntriesPerThread; ++k) {
-      const std::int64_t i = begin + k * kBlockThreads + threadIdx.x;
-      if (i < end) store_entry(out, i, values[k]);
-    }
-  }
-}
 
 struct ScanPair {
   std::int64_t verify;
@@ -89,94 +65,195 @@ struct ScanPairSum {
   }
 };
 
-// The whole plan in one launch, for batch_size <= kFusedMaxRows.
+__device__ inline ScanPair lengths(const RowGeometry& g) {
+  return {g.verify_len, static_cast<std::uint64_t>(g.write_len)};
+}
+
+// Expands entries [begin, end) of the flat verify array (at most kTileEntries) with one block.
+// Phases, each unrolled over the thread's entries so that their loads are in flight together:
+// owners (offsets only), row inputs, entry values (req_to_token, pool, LUT), then the stores. A store
+// between loads would serialize them: the int64 outputs may alias the int64 inputs.
+template <class MemorySpace, class Offsets>
+__device__ void expand_tile(const DeviceInputs<MemorySpace>& in, const DeviceOutputs<MemorySpace>& out,
+                            const Offsets& offsets, std::int64_t batch_size, std::int64_t begin, std::int64_t end) {
+  const std::int64_t first_row = owner_row(offsets, 0, batch_size - 1, begin);
+  const std::int64_t last_row = owner_row(offsets, first_row, batch_size - 1, end - 1);
+  std::int64_t row[kEntriesPerThread], j[kEntriesPerThread];
+  std::int64_t r = first_row;
+#pragma unroll
+  for (int k = 0; k < kEntriesPerThread; ++k) {
+    const std::int64_t i = begin + k * kTileThreads + threadIdx.x;
+    const std::int64_t live = i < end ? i : end - 1;  // dead lanes repeat the last entry, never stored
+    r = owner_row(offsets, r, last_row, live);           // rows only grow with i
+    row[k] = r;
+    j[k] = live - offsets(r);
+  }
+  RowFields fields[kEntriesPerThread];
+#pragma unroll
+  for (int k = 0; k < kEntriesPerThread; ++k) fields[k] = in.row_fields(row[k]);
+  EntryValues values[kEntriesPerThread];
+#pragma unroll
+  for (int k = 0; k < kEntriesPerThread; ++k) values[k] = entry_values(in, fields[k], j[k]);
+#pragma unroll
+  for (int k = 0; k < kEntriesPerThread; ++k) {
+    const std::int64_t i = begin + k * kTileThreads + threadIdx.x;
+    if (i < end) store_entry(out, i, values[k]);
+  }
+}
+
+// Tiles blockIdx.x, blockIdx.x + gridDim.x, ... of [0, total).
+template <class MemorySpace, class Offsets>
+__device__ void expand_tiles(const DeviceInputs<MemorySpace>& in, const DeviceOutputs<MemorySpace>& out,
+                             const Offsets& offsets, std::int64_t batch_size, std::int64_t total) {
+  const std::int64_t stride = std::int64_t(gridDim.x) * kTileEntries;
+  for (std::int64_t begin = std::int64_t(blockIdx.x) * kTileEntries; begin < total; begin += stride)
+    expand_tile(in, out, offsets, batch_size, begin, begin + kTileEntries < total ? begin + kTileEntries : total);
+}
+
+// SPEC §4: write_offsets after [bs] are zeroed, every call; spread over the grid.
 template <class MemorySpace>
-__global__ void __launch_bounds__(kBlockThreads)
-    fused_plan_kernel(const DeviceInputs<MemorySpace> in, const DeviceOutputs<MemorySpace> out,
-                      const std::int64_t batch_size) {
-  using BlockScan = cub::BlockScan<ScanPair, kBlockThreads>;
-  __shared__ std::int64_t offsets[kFusedMaxRows + 1];
-  __shared__ typename BlockScan::TempStorage scan_storage;
-  __shared__ int error_bits;
-  __shared__ int first_bad_row;
-  const bool leader = blockIdx.x == 0;  // writes the WritePlan, the scalars and the status
-  if (threadIdx.x == 0) {
+__device__ void zero_write_offsets_tail(const DeviceOutputs<MemorySpace>& out, std::int64_t batch_size) {
+  const std::int64_t last = out.write_req_capacity();
+  const std::int64_t stride = std::int64_t(gridDim.x) * blockDim.x;
+  for (std::int64_t r = batch_size + 1 + std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; r <= last; r += stride)
+    out.write_offsets(r) = 0;
+}
+
+// The status of a block's rows, gathered in shared memory.
+struct BlockStatus {
+  int error_bits;
+  int first_bad_row;  // INT_MAX when none
+  __device__ void reset() {
     error_bits = 0;
     first_bad_row = INT_MAX;
   }
+  __device__ void add(const RowGeometry& g, std::int64_t r) {
+    if (g.error_bits == 0) return;
+    atomicOr(&error_bits, g.error_bits);
+    atomicMin(&first_bad_row, static_cast<int>(r));
+  }
+  __device__ int first_bad_row_or_none() const { return first_bad_row == INT_MAX ? -1 : first_bad_row; }
+};
+
+// The whole plan in one launch, for batch_size <= kFusedMaxRows (one row per thread). Every block
+// scans the rows into shared memory (one round of loads), block 0 also writes the WritePlan, the
+// scalars and the status, then all blocks expand their tiles.
+template <class MemorySpace>
+__global__ void __launch_bounds__(kTileThreads)
+    fused_plan_kernel(const DeviceInputs<MemorySpace> in, const DeviceOutputs<MemorySpace> out,
+                      const std::int64_t batch_size) {
+  using BlockScan = cub::BlockScan<ScanPair, kTileThreads>;
+  __shared__ std::int64_t offsets[kFusedMaxRows + 1];
+  __shared__ typename BlockScan::TempStorage scan_storage;
+  __shared__ BlockStatus status;
+  const bool leader = blockIdx.x == 0;
+  if (threadIdx.x == 0) status.reset();
   __syncthreads();
 
-  // Each thread owns a run of consecutive rows: lengths and a local exclusive scan, then a block scan.
-  const std::int64_t rows_per_thread = (batch_size + kBlockThreads - 1) / kBlockThreads;
-  const std::int64_t row_begin =
-      threadIdx.x * rows_per_thread < batch_size ? threadIdx.x * rows_per_thread : batch_size;
-  const std::int64_t row_end = row_begin + rows_per_thread < batch_size ? row_begin + rows_per_thread : batch_size;
-  ScanPair mine{0, 0u};
-  for (std::int64_t r = row_begin; r < row_end; ++r) {
-    const RowGeometry g = in.row_geometry(r);
-    offsets[r] = mine.verify;
-    mine.verify += g.verify_len;
-    mine.write += static_cast<std::uint64_t>(g.write_len);
-    if (leader && g.error_bits != 0) {
-      atomicOr(&error_bits, g.error_bits);
-      atomicMin(&first_bad_row, static_cast<int>(r));
-    }
-  }
+  const std::int64_t r = threadIdx.x;
+  const RowGeometry g = r < batch_size ? in.row_geometry(r) : RowGeometry{};
+  if (leader && r < batch_size) status.add(g, r);
   ScanPair base, totals;
-  BlockScan(scan_storage).ExclusiveScan(mine, base, ScanPair{0, 0u}, ScanPairSum(), totals);
-  for (std::int64_t r = row_begin; r < row_end; ++r) offsets[r] += base.verify;
-  if (threadIdx.x == 0) offsets[batch_size] = totals.verify;
-  __syncthreads();
-
-  if (leader) {
-    std::uint64_t write = base.write;
-    for (std::int64_t r = row_begin; r < row_end; ++r) {
-      const RowGeometry g = in.row_geometry(r);
-      out.write_offsets(r) = static_cast<std::int64_t>(write);
-      write += static_cast<std::uint64_t>(g.write_len);
-      out.write_seed_slot_indices(r) = in.seed_slot(g);
-    }
-    if (threadIdx.x == 0)
-      write_totals(out, batch_size, totals.verify, totals.write, error_bits,
-                   first_bad_row == INT_MAX ? -1 : first_bad_row);
+  BlockScan(scan_storage).ExclusiveScan(lengths(g), base, ScanPair{0, 0u}, ScanPairSum(), totals);
+  if (r < batch_size) offsets[r] = base.verify;
+  if (r == 0) offsets[batch_size] = totals.verify;
+  if (leader && r < batch_size) {
+    out.write_offsets(r) = static_cast<std::int64_t>(base.write);
+    out.write_seed_slot_indices(r) = in.seed_slot(g);
   }
-  // SPEC §4: write_offsets after [bs] are zeroed, every call.
-  const std::int64_t last = out.write_req_capacity();
-  for (std::int64_t r = batch_size + 1 + std::int64_t(blockIdx.x) * kBlockThreads + threadIdx.x; r <= last;
-       r += std::int64_t(gridDim.x) * kBlockThreads)
-    out.write_offsets(r) = 0;
+  __syncthreads();
+  if (leader && threadIdx.x == 0)
+    write_totals(out, batch_size, totals.verify, totals.write, status.error_bits, status.first_bad_row_or_none());
+  zero_write_offsets_tail(out, batch_size);
 
   if (totals.verify > out.verify_capacity()) return;  // overflow: the verify arrays stay untouched
   expand_tiles(in, out, SharedOffsets{offsets}, batch_size, totals.verify);
 }
 
-// The entries stage alone, after the offsets scan wrote verify_offsets and enable.
+// The offsets stage for larger batches, in one block: chunks of kRowsChunk rows, each thread loading
+// kRowsPerThread consecutive rows at once, a block scan per chunk with a running carry. Writes the
+// workspace's verify_offsets, the WritePlan, the scalars and the status.
 template <class MemorySpace>
-__global__ void __launch_bounds__(kBlockThreads)
-    entries_kernel(const DeviceInputs<MemorySpace> in, const DeviceOutputs<MemorySpace> out,
-                   const std::int64_t batch_size) {
-  if (out.enable() == 0) return;
-  expand_tiles(in, out, out.verify_offsets, batch_size, out.verify_offsets(batch_size));
+__global__ void __launch_bounds__(kRowsThreads)
+    rows_kernel(const DeviceInputs<MemorySpace> in, const DeviceOutputs<MemorySpace> out,
+                const std::int64_t batch_size) {
+  using BlockScan = cub::BlockScan<ScanPair, kRowsThreads>;
+  __shared__ typename BlockScan::TempStorage scan_storage;
+  __shared__ BlockStatus status;
+  if (threadIdx.x == 0) status.reset();
+  __syncthreads();
+
+  ScanPair carry{0, 0u};
+  for (std::int64_t chunk = 0; chunk < batch_size; chunk += kRowsChunk) {
+    const std::int64_t first = chunk + std::int64_t(threadIdx.x) * kRowsPerThread;
+    RowGeometry g[kRowsPerThread];
+    ScanPair mine{0, 0u};
+#pragma unroll
+    for (int q = 0; q < kRowsPerThread; ++q) {
+      if (first + q < batch_size) g[q] = in.row_geometry(first + q);
+      mine = ScanPairSum()(mine, lengths(g[q]));
+    }
+    ScanPair base, aggregate;
+    BlockScan(scan_storage).ExclusiveScan(mine, base, ScanPair{0, 0u}, ScanPairSum(), aggregate);
+    ScanPair running = ScanPairSum()(carry, base);
+    std::int64_t seeds[kRowsPerThread];
+#pragma unroll
+    for (int q = 0; q < kRowsPerThread; ++q) seeds[q] = in.seed_slot(g[q]);
+#pragma unroll
+    for (int q = 0; q < kRowsPerThread; ++q) {
+      const std::int64_t r = first + q;
+      if (r < batch_size) {
+        status.add(g[q], r);
+        out.verify_offsets(r) = running.verify;
+        out.write_offsets(r) = static_cast<std::int64_t>(running.write);
+        out.write_seed_slot_indices(r) = seeds[q];
+      }
+      running = ScanPairSum()(running, lengths(g[q]));
+    }
+    carry = ScanPairSum()(carry, aggregate);
+    __syncthreads();  // scan_storage is reused by the next chunk
+  }
+  if (threadIdx.x == 0)
+    write_totals(out, batch_size, carry.verify, carry.write, status.error_bits, status.first_bad_row_or_none());
+  zero_write_offsets_tail(out, batch_size);
 }
 
-// Blocks that fit on the device at once (SM count x occupancy), queried once per kernel;
-// 0 when the query fails, which sends the call to the portable path.
+// The entries stage after rows_kernel: offsets staged in shared memory when they fit.
+template <class MemorySpace>
+__global__ void __launch_bounds__(kTileThreads)
+    entries_kernel(const DeviceInputs<MemorySpace> in, const DeviceOutputs<MemorySpace> out,
+                   const std::int64_t batch_size) {
+  __shared__ std::int64_t offsets[kSharedOffsetsRows + 1];
+  if (out.enable() == 0) return;  // overflow: the verify arrays stay untouched
+  const std::int64_t total = out.verify_offsets(batch_size);
+  if (batch_size <= kSharedOffsetsRows) {
+    for (std::int64_t r = threadIdx.x; r <= batch_size; r += kTileThreads) offsets[r] = out.verify_offsets(r);
+    __syncthreads();
+    expand_tiles(in, out, SharedOffsets{offsets}, batch_size, total);
+  } else {
+    expand_tiles(in, out, out.verify_offsets, batch_size, total);
+  }
+}
+
+// Blocks of `threads` that fit on the device at once (SM count x occupancy); 0 when the query
+// fails, which sends the call to the portable path.
 template <class Kernel>
-int resident_blocks(Kernel kernel, int device) {
+int resident_blocks(Kernel kernel, int threads, int device) {
   int sms = 0, per_sm = 0;
   if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) return 0;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kBlockThreads, 0) != cudaSuccess) return 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0) != cudaSuccess) return 0;
   return sms * per_sm;
 }
 
+// Queried once per kernel and process (the first call, which must not be inside a graph capture).
 template <class MemorySpace>
 struct Kernels {
   static int fused_blocks(int device) {
-    static const int blocks = resident_blocks(fused_plan_kernel<MemorySpace>, device);
+    static const int blocks = resident_blocks(fused_plan_kernel<MemorySpace>, kTileThreads, device);
     return blocks;
   }
   static int entries_blocks(int device) {
-    static const int blocks = resident_blocks(entries_kernel<MemorySpace>, device);
+    static const int blocks = resident_blocks(entries_kernel<MemorySpace>, kTileThreads, device);
     return blocks;
   }
 };
@@ -198,19 +275,20 @@ struct EntriesBackend<Kokkos::Cuda> {
                    const DeviceOutputs<MemorySpace>& out, std::int64_t batch_size) {
     using namespace CudaPersistent;
     const int device = space.cuda_device();
+    const cudaStream_t stream = space.cuda_stream();
     if (batch_size <= kFusedMaxRows) {
       const int resident = Kernels<MemorySpace>::fused_blocks(device);
       if (resident <= 0) return false;
-      Kokkos::Profiling::pushRegion("kvcanary::plan[cuda_persistent_fused]");
-      fused_plan_kernel<MemorySpace><<<grid_size(out.verify_capacity(), resident), kBlockThreads, 0,
-                                       space.cuda_stream()>>>(in, out, batch_size);
+      Kokkos::Profiling::pushRegion("kvcanary::plan::entries[cuda_persistent_fused]");
+      fused_plan_kernel<MemorySpace><<<grid_size(out.verify_capacity(), resident), kTileThreads, 0, stream>>>(
+          in, out, batch_size);
     } else {
       const int resident = Kernels<MemorySpace>::entries_blocks(device);
       if (resident <= 0) return false;
-      Kokkos::Profiling::pushRegion("kvcanary::plan[cuda_persistent]");
-      launch_offsets(space, in, out, batch_size);
-      entries_kernel<MemorySpace><<<grid_size(out.verify_capacity(), resident), kBlockThreads, 0,
-                                    space.cuda_stream()>>>(in, out, batch_size);
+      Kokkos::Profiling::pushRegion("kvcanary::plan::entries[cuda_persistent]");
+      rows_kernel<MemorySpace><<<1, kRowsThreads, 0, stream>>>(in, out, batch_size);
+      entries_kernel<MemorySpace><<<grid_size(out.verify_capacity(), resident), kTileThreads, 0, stream>>>(
+          in, out, batch_size);
     }
     Kokkos::Profiling::popRegion();
     KVCANARY_CUDA_CHECK(cudaGetLastError());

@@ -31,19 +31,15 @@ struct EntryValues {
 };
 
 template <class MemorySpace>
-KOKKOS_INLINE_FUNCTION EntryValues entry_values(const DeviceInputs<MemorySpace>& in, std::int64_t row,
+KOKKOS_INLINE_FUNCTION EntryValues entry_values(const DeviceInputs<MemorySpace>& in, const RowFields& f,
                                                 std::int64_t j) {
-  const std::int64_t prefix = in.prefix_lens(row);
-  const int window = in.swa_window_size;
-  const std::int64_t window_start = (window > 0 && prefix > window) ? prefix - window : 0;
-  const std::int64_t pool_row = in.req_pool_indices(row);
-  const std::int64_t position = window_start + j;
+  const std::int64_t position = in.window_start(f.prefix) + j;
   EntryValues v;
   v.position = position;
-  v.slot = in.slot_at(pool_row, position);
+  v.slot = in.slot_at(f.pool_row, position);
   // A sliding window does not restart the chain: the first entry points at its real predecessor.
-  v.prev_slot = position > 0 ? in.slot_at(pool_row, position - 1) : -1;
-  v.expected_token = in.expected_token(row, pool_row, position);
+  v.prev_slot = position > 0 ? in.slot_at(f.pool_row, position - 1) : -1;
+  v.expected_token = in.expected_token(f.pool_row, f.valid_len, position);
   return v;
 }
 
@@ -59,7 +55,7 @@ KOKKOS_INLINE_FUNCTION void store_entry(const DeviceOutputs<MemorySpace>& out, s
 template <class MemorySpace>
 KOKKOS_INLINE_FUNCTION void write_entry(const DeviceInputs<MemorySpace>& in, const DeviceOutputs<MemorySpace>& out,
                                         std::int64_t row, std::int64_t i) {
-  store_entry(out, i, entry_values(in, row, i - out.verify_offsets(row)));
+  store_entry(out, i, entry_values(in, in.row_fields(row), i - out.verify_offsets(row)));
 }
 
 }  // namespace Impl

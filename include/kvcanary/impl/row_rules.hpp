@@ -19,6 +19,11 @@ template <class MemorySpace>
 using DeviceMatrix = Kokkos::View<const std::int32_t**, Kokkos::LayoutRight, MemorySpace,
                                   Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
 
+// The per-row inputs of one batch row.
+struct RowFields {
+  std::int64_t pool_row, prefix, extend, valid_len;
+};
+
 // What one batch row contributes. A padding or bad row contributes nothing (SPEC §4).
 struct RowGeometry {
   std::int32_t error_bits = 0;
@@ -75,37 +80,47 @@ struct DeviceInputs {
     return translate(req_to_token(pool_row, position));
   }
 
-  // Reads only req_pool_indices[r] for a padding row (padding rows are never inspected).
-  KOKKOS_INLINE_FUNCTION RowGeometry row_geometry(std::int64_t r) const {
+  // The four per-row inputs, read together (independent loads). For a padding row the last three are
+  // read (they are in bounds) but never used: padding rows are not inspected.
+  KOKKOS_INLINE_FUNCTION RowFields row_fields(std::int64_t r) const {
+    return {req_pool_indices(r), prefix_lens(r), extend_seq_lens(r), has_pool ? valid_lens(r) : 0};
+  }
+
+  // First position of the verify window: max(0, prefix - window) for a sliding-window group, else 0.
+  KOKKOS_INLINE_FUNCTION std::int64_t window_start(std::int64_t prefix) const {
+    return (swa_window_size > 0 && prefix > swa_window_size) ? prefix - swa_window_size : 0;
+  }
+
+  KOKKOS_INLINE_FUNCTION RowGeometry row_geometry(const RowFields& f) const {
     RowGeometry g;
-    const std::int64_t rp = req_pool_indices(r);
-    if (rp == 0) return g;
-    const std::int64_t prefix = prefix_lens(r);
+    const std::int64_t rp = f.pool_row;
+    if (rp == 0) return g;  // padding
     if (rp < 0 || rp >= max_reqs) g.error_bits |= kBadPoolIndex;
-    if (prefix > max_seq_len) g.error_bits |= kBadPrefixLen;
-    if (has_pool && (rp < 0 || rp >= pool_rows || valid_lens(r) > pool_cols)) g.error_bits |= kBadPoolRow;
+    if (f.prefix > max_seq_len) g.error_bits |= kBadPrefixLen;
+    if (has_pool && (rp < 0 || rp >= pool_rows || f.valid_len > pool_cols)) g.error_bits |= kBadPoolRow;
     if (g.error_bits != 0) return g;
     // prefix <= max_seq_len from here on, so every position below is inside req_to_token's row.
     g.pool_row = rp;
-    g.window_start = (swa_window_size > 0 && prefix > swa_window_size) ? prefix - swa_window_size : 0;
-    g.verify_len = prefix > g.window_start ? prefix - g.window_start : 0;
-    const std::int64_t extend = extend_seq_lens(r);
-    g.write_len = extend > 0 ? extend : 0;
-    if (prefix > 0 && extend > 0) g.seed_position = prefix - 1;
+    g.window_start = window_start(f.prefix);
+    g.verify_len = f.prefix > g.window_start ? f.prefix - g.window_start : 0;
+    g.write_len = f.extend > 0 ? f.extend : 0;
+    if (f.prefix > 0 && f.extend > 0) g.seed_position = f.prefix - 1;
     return g;
   }
+
+  KOKKOS_INLINE_FUNCTION RowGeometry row_geometry(std::int64_t r) const { return row_geometry(row_fields(r)); }
 
   // write_seed_slot_indices[r] of SPEC §4.
   KOKKOS_INLINE_FUNCTION std::int64_t seed_slot(const RowGeometry& g) const {
     return g.seed_position >= 0 ? slot_at(g.pool_row, g.seed_position) : -1;
   }
 
-  // verify_expected_tokens of SPEC §4 for row r (good, so pool_row < pool_rows and valid_len <= pool_cols).
-  KOKKOS_INLINE_FUNCTION std::int64_t expected_token(std::int64_t r, std::int64_t pool_row,
+  // verify_expected_tokens of SPEC §4 for a good row (so pool_row < pool_rows and valid_len <= pool_cols).
+  KOKKOS_INLINE_FUNCTION std::int64_t expected_token(std::int64_t pool_row, std::int64_t valid_len,
                                                      std::int64_t position) const {
     if (!has_pool) return -1;
     const std::int64_t s = position + token_offset;
-    return (s >= 0 && s < valid_lens(r)) ? static_cast<std::int64_t>(pool(pool_row, s)) : -1;
+    return (s >= 0 && s < valid_len) ? static_cast<std::int64_t>(pool(pool_row, s)) : -1;
   }
 };
 
