@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # gpu-check.sh — the GPU path checked with one command, on a CUDA node (no network needed).
 #
-#   scripts/gpu-check.sh [STAGE...]     stages: build test sanitize perf   (default: build test sanitize)
+#   scripts/gpu-check.sh [STAGE...]     stages, run in this order: build test perf sanitize
+#                                       (default: build test sanitize)
 #
 # build     Kokkos 3.4.01 + Kokkos Kernels (cuda flavour, sm_90) from the offline source bundle, then
 #           kvcanary, its unit tests, CLI and perf tests, with $JOBS jobs (default: all cores).
 # test      the CUDA unit tests (both entries algorithms) and the CUDA-graph test.
-# sanitize  compute-sanitizer memcheck and racecheck on the CUDA unit tests and the graph test.
-# perf      the CUDA perf_tests, JSON to $REPORT_DIR/perf_cuda.json.
+# perf      the CUDA perf_tests, JSON to $REPORT_DIR/perf_cuda.json ($PERF_ARGS added).
+# sanitize  compute-sanitizer memcheck and racecheck on the CUDA unit tests and the graph test
+#           ($SANITIZER_FILTER, $RACECHECK_FILTER, $SANITIZER_TIMEOUT per run).
 #
 # Offline inputs (made on a networked machine by scripts/make-gpu-bundle.sh, carried in .deps/):
 #   .deps/kokkos-src-3.4.01-patched.tar.xz   patched Kokkos + Kokkos Kernels sources
@@ -49,7 +51,9 @@ if has build; then
         -DCMAKE_CXX_COMPILER="$KOKKOS_DEPS_PREFIX/kokkos-3.4.01-cuda-sm90/bin/nvcc_wrapper" \
         -DCMAKE_PREFIX_PATH="$prefix_path" > "$REPORT_DIR/configure.log" 2>&1 \
     || { tail -30 "$REPORT_DIR/configure.log"; say "FAILED: configure"; exit 1; }
-  cmake --build "$BUILD" -j "$JOBS" > "$REPORT_DIR/build.log" 2>&1 \
+  # The GPU's targets only: the host backends' tests run in CI.
+  cmake --build "$BUILD" -j "$JOBS" --target kvcanary_unit_tests_cuda kvcanary_unit_tests_cuda_graph \
+        kvcanary-plan kvcanary_perf_cuda > "$REPORT_DIR/build.log" 2>&1 \
     || { grep -E "error|FAILED" "$REPORT_DIR/build.log" | head -30; say "FAILED: build"; exit 1; }
   say "build: Kokkos $((t1 - t0)) s, kvcanary + tests + perf $(( $(date +%s) - t1 )) s"
 fi
@@ -70,24 +74,10 @@ if has test; then
     gtest_line "$name" "$REPORT_DIR/$name.log" $rc
     grep -E '^\[ +graph +\]|FAILED|Failure' "$REPORT_DIR/$name.log" | head -20 | tee -a "$SUMMARY"
   done
-fi
-
-if has sanitize; then
-  # The full suite under memcheck; racecheck (much slower) on the tests that launch the kernels with
-  # shared memory and barriers over every shape class: the facts, bad rows and a slice of random cases.
-  SAN_FILTER=${SANITIZER_FILTER:-*}
-  RACE_FILTER=${RACECHECK_FILTER:-*Facts*:*BadRow*:*Untouched*:*Written*}
-  for tool in memcheck racecheck; do
-    filter=$SAN_FILTER; [ $tool = racecheck ] && filter=$RACE_FILTER
-    for exe in "$unit" "$graph"; do
-      name=$(basename "$exe")
-      f=$filter; [ "$exe" = "$graph" ] && f='*'
-      compute-sanitizer --tool $tool --error-exitcode 99 "$exe" --gtest_filter="$f" \
-        > "$REPORT_DIR/$name.$tool.log" 2>&1
-      rc=$?; [ $rc -eq 0 ] || status=1
-      say "$tool $name (filter $f): rc=$rc, $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$REPORT_DIR/$name.$tool.log" | tail -1) $(grep -E '^\[  (PASSED|FAILED)  \]' "$REPORT_DIR/$name.$tool.log" | tr '\n' ' ')"
-    done
-  done
+  # The CLI end to end, on the CUDA backend among others.
+  (cd "$BUILD" && ctest -R '^cli' -j 8 > "$REPORT_DIR/cli.log" 2>&1)
+  rc=$?; [ $rc -eq 0 ] || status=1
+  say "cli (ctest -R cli): rc=$rc $(grep -E 'tests passed' "$REPORT_DIR/cli.log")"
 fi
 
 if has perf; then
@@ -96,6 +86,25 @@ if has perf; then
     > "$REPORT_DIR/perf_cuda.log" 2>&1
   rc=$?; [ $rc -eq 0 ] || status=1
   say "perf: rc=$rc ($(grep -c '^plan' "$REPORT_DIR/perf_cuda.log") benchmarks)"
+fi
+
+if has sanitize; then
+  # The full suite under memcheck; racecheck (much slower) on the tests that launch the kernels with
+  # shared memory and barriers over every shape class: the facts, bad rows and a slice of random cases.
+  SAN_FILTER=${SANITIZER_FILTER:-*}
+  [ -n "${SANITIZER_TIMEOUT:-}" ] && SAN_TIMEOUT="timeout $SANITIZER_TIMEOUT" || SAN_TIMEOUT=
+  RACE_FILTER=${RACECHECK_FILTER:-*Facts*:*BadRow*:*Untouched*:*Written*}
+  for tool in memcheck racecheck; do
+    filter=$SAN_FILTER; [ $tool = racecheck ] && filter=$RACE_FILTER
+    for exe in "$unit" "$graph"; do
+      name=$(basename "$exe")
+      f=$filter; [ "$exe" = "$graph" ] && f='*'
+      $SAN_TIMEOUT compute-sanitizer --tool $tool --error-exitcode 99 "$exe" --gtest_filter="$f" \
+        > "$REPORT_DIR/$name.$tool.log" 2>&1
+      rc=$?; [ $rc -eq 0 ] || status=1
+      say "$tool $name (filter $f): rc=$rc, $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$REPORT_DIR/$name.$tool.log" | tail -1) $(grep -E '^\[  (PASSED|FAILED)  \]' "$REPORT_DIR/$name.$tool.log" | tr '\n' ' ')"
+    done
+  done
 fi
 
 say "gpu-check: $([ $status -eq 0 ] && echo PASS || echo FAIL)"

@@ -1,0 +1,27 @@
+#ifndef KVCANARY_PERF_BACKEND_HPP
+#define KVCANARY_PERF_BACKEND_HPP
+
+// Included once by a backend's .cpp after it defines
+//   KVCANARY_PERF_EXECSPACE  the Kokkos execution space (Kokkos::Serial, Kokkos::OpenMP, Kokkos::Cuda)
+//   KVCANARY_PERF_BACKEND    its name in benchmark names ("serial", "openmp", "cuda")
+// and defines the hooks of perf_registry.hpp for it.
+
+#include "perf_plan.hpp"
+
+#ifndef KVCANARY_PERF_EXECSPACE
+#error "define KVCANARY_PERF_EXECSPACE before including perf_backend.hpp"
+#endif
+#ifndef KVCANARY_PERF_BACKEND
+#error "define KVCANARY_PERF_BACKEND before including perf_backend.hpp"
+#endif
+
+namespace kvcanary_perf {
+
+std::string backend_name() { return KVCANARY_PERF_BACKEND; }
+std::vector<std::string> default_flags() { return backend_default_flags<KVCANARY_PERF_EXECSPACE>(); }
+Floor measure_floor() { return measure_backend_floor<KVCANARY_PERF_EXECSPACE>(KVCANARY_PERF_BACKEND); }
+void register_benchmarks() { register_backend_benchmarks<KVCANARY_PERF_EXECSPACE>(KVCANARY_PERF_BACKEND); }
+
+}  // namespace kvcanary_perf
+
+#endif

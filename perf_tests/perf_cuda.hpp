@@ -1,0 +1,215 @@
+#ifndef KVCANARY_PERF_CUDA_HPP
+#define KVCANARY_PERF_CUDA_HPP
+
+// CUDA-only pieces of the perf drivers (compiled only when Kokkos has CUDA):
+// * Instance<Kokkos::Cuda>: a Kokkos::Cuda instance over a fresh non-blocking user stream;
+// * CudaGraph: global-mode capture of what a callable enqueues on that stream, instantiate, replay;
+// * the floor on the GPU: a >= 1 GiB device-to-device deep_copy, and an empty kernel replayed in a graph;
+// * bench_graph: K plan() calls captured in one graph, replayed R times per iteration.
+// The capture rules of KOKKOS34-CUDA.md are followed: an eager call on the plan's own instance (its
+// largest size) before any capture, one instance per (plan, stream), no fence inside the capture.
+
+#include "perf_support.hpp"
+
+#ifdef KOKKOS_ENABLE_CUDA
+
+#include <cuda_runtime.h>
+
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+// Every CUDA runtime call of the perf drivers goes through this (throws; the benchmark body turns it
+// into SkipWithError).
+#define KVCANARY_PERF_CUDA_CHECK(call) ::kvcanary_perf::cuda_check((call), #call, __FILE__, __LINE__)
+
+namespace kvcanary_perf {
+
+inline void cuda_check(cudaError_t error, const char* call, const char* file, int line) {
+  if (error != cudaSuccess)
+    throw std::runtime_error(std::string(call) + " failed at " + file + ":" + std::to_string(line) + ": " +
+                             cudaGetErrorName(error) + ": " + cudaGetErrorString(error));
+}
+
+class CudaStream {
+ public:
+  CudaStream() { KVCANARY_PERF_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)); }
+  ~CudaStream() {
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);  // destructor: nothing to report to
+  }
+  CudaStream(const CudaStream&) = delete;
+  CudaStream& operator=(const CudaStream&) = delete;
+  cudaStream_t get() const { return stream_; }
+
+ private:
+  cudaStream_t stream_ = nullptr;
+};
+
+// Declared stream first: the Kokkos instance (and every View a PlanCall allocated on it, which the
+// caller declares after this object) is gone before the stream is destroyed.
+template <>
+struct Instance<Kokkos::Cuda> {
+  CudaStream stream;
+  Kokkos::Cuda instance{stream.get()};
+  Kokkos::Cuda space() const { return instance; }
+  cudaStream_t cuda_stream() const { return stream.get(); }
+};
+
+class CudaGraph {
+ public:
+  CudaGraph() = default;
+  CudaGraph(const CudaGraph&) = delete;
+  CudaGraph& operator=(const CudaGraph&) = delete;
+  ~CudaGraph() {
+    if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
+    if (graph_ != nullptr) cudaGraphDestroy(graph_);
+  }
+
+  // Captures, in cudaStreamCaptureModeGlobal, everything `enqueue` launches on `stream`, and instantiates it.
+  template <class Enqueue>
+  void capture(cudaStream_t stream, Enqueue&& enqueue) {
+    KVCANARY_PERF_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+    try {
+      enqueue();
+    } catch (...) {
+      cudaGraph_t broken = nullptr;
+      cudaStreamEndCapture(stream, &broken);  // leave the stream usable; the first error is the one thrown
+      if (broken != nullptr) cudaGraphDestroy(broken);
+      throw;
+    }
+    KVCANARY_PERF_CUDA_CHECK(cudaStreamEndCapture(stream, &graph_));
+    KVCANARY_PERF_CUDA_CHECK(cudaGraphInstantiateWithFlags(&exec_, graph_, 0));
+  }
+
+  void launch(cudaStream_t stream) const { KVCANARY_PERF_CUDA_CHECK(cudaGraphLaunch(exec_, stream)); }
+
+  std::size_t node_count() const {
+    std::size_t nodes = 0;
+    KVCANARY_PERF_CUDA_CHECK(cudaGraphGetNodes(graph_, nullptr, &nodes));
+    return nodes;
+  }
+
+ private:
+  cudaGraph_t graph_ = nullptr;
+  cudaGraphExec_t exec_ = nullptr;
+};
+
+// SPEC §7 floor on the GPU, on a user-stream instance like the benchmarks:
+// * copy: Kokkos::deep_copy between two 1 GiB device Views (bytes read + written), median of 7;
+// * launch: 20 empty Kokkos parallel_for(1) captured in one graph, replayed 50 times; µs per node, median of 7.
+inline Floor measure_cuda_floor() {
+  using View = Kokkos::View<std::int64_t*, Kokkos::CudaSpace>;
+  using Policy = Kokkos::RangePolicy<Kokkos::Cuda, Kokkos::IndexType<std::int64_t>>;
+  Floor floor;
+  Instance<Kokkos::Cuda> instance;
+  const Kokkos::Cuda space = instance.space();
+  const cudaStream_t stream = instance.cuda_stream();
+  {
+    const std::int64_t n = (std::int64_t{1} << 30) / 8;
+    View src(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "kvcanary_perf::copy_src"), n);
+    View dst(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "kvcanary_perf::copy_dst"), n);
+    Kokkos::parallel_for("kvcanary_perf::iota", Policy(space, 0, n), IotaFunctor{src.data()});
+    Kokkos::parallel_for("kvcanary_perf::iota", Policy(space, 0, n), IotaFunctor{dst.data()});
+    space.fence();
+    std::vector<double> trials;
+    for (int t = 0; t < 8; ++t) {
+      space.fence();
+      const auto start = Clock::now();
+      Kokkos::deep_copy(space, dst, src);
+      space.fence();
+      if (t > 0) trials.push_back(seconds_since(start));  // trial 0 is the warm-up
+    }
+    KVCANARY_PERF_CUDA_CHECK(cudaGetLastError());
+    floor.copy_bytes_per_s = 2.0 * 8.0 * static_cast<double>(n) / median(trials);
+    floor.copy_method = "Kokkos::deep_copy between two 1 GiB CudaSpace Views on a user stream, read+write bytes, median of 7";
+  }
+  {
+    constexpr int kNodes = 20;
+    constexpr int kReplays = 50;
+    Kokkos::parallel_for("kvcanary_perf::empty", Policy(space, 0, 1), EmptyFunctor{});  // eager first (rule 1)
+    space.fence();
+    CudaGraph graph;
+    graph.capture(stream, [&] {
+      for (int k = 0; k < kNodes; ++k)
+        Kokkos::parallel_for("kvcanary_perf::empty", Policy(space, 0, 1), EmptyFunctor{});
+    });
+    graph.launch(stream);
+    KVCANARY_PERF_CUDA_CHECK(cudaStreamSynchronize(stream));
+    std::vector<double> trials;
+    for (int t = 0; t < 7; ++t) {
+      KVCANARY_PERF_CUDA_CHECK(cudaStreamSynchronize(stream));
+      const auto start = Clock::now();
+      for (int r = 0; r < kReplays; ++r) graph.launch(stream);
+      KVCANARY_PERF_CUDA_CHECK(cudaStreamSynchronize(stream));
+      trials.push_back(seconds_since(start) / (kReplays * kNodes));
+    }
+    KVCANARY_PERF_CUDA_CHECK(cudaGetLastError());
+    floor.launch_us = 1e6 * median(trials);
+    floor.launch_method = "empty Kokkos parallel_for(1), 20 nodes in one CUDA graph, 50 replays, per node, median of 7 (" +
+                          std::to_string(graph.node_count()) + " nodes captured)";
+  }
+  return floor;
+}
+
+// K plan() calls captured in one graph on the plan's own user-stream instance; each iteration replays
+// the graph R times between two stream synchronizations; the time per call is the time / (R * K).
+inline void bench_graph(benchmark::State& state, const WorkloadShape& shape, kvcanary::PlanOptions options,
+                        int calls_per_graph, int replays_per_iteration) {
+  try {
+    const auto reference = reference_case(shape);
+    const Workload& workload = reference->workload;
+    Instance<Kokkos::Cuda> instance;
+    PlanCall<Kokkos::Cuda> call(instance.space(), workload, options);
+    const cudaStream_t stream = instance.cuda_stream();
+
+    // Eager warm-up at this (the largest) size on this instance, before any capture (rules 1-2); checked.
+    call.poison(workload);
+    call.run();
+    std::string difference = call.compare(reference->expected);  // fences
+    if (!difference.empty()) {
+      state.SkipWithError(("eager result differs from kvcanary::reference::plan: " + difference).c_str());
+      return;
+    }
+
+    CudaGraph graph;
+    graph.capture(stream, [&] {
+      for (int k = 0; k < calls_per_graph; ++k) call.run();
+    });
+
+    // The replayed graph must give the same result.
+    call.poison(workload);
+    graph.launch(stream);
+    difference = call.compare(reference->expected);
+    if (!difference.empty()) {
+      state.SkipWithError(("graph replay differs from kvcanary::reference::plan: " + difference).c_str());
+      return;
+    }
+    KVCANARY_PERF_CUDA_CHECK(cudaGetLastError());
+
+    const std::int64_t calls_per_iteration = std::int64_t{calls_per_graph} * replays_per_iteration;
+    double total_seconds = 0.0;
+    std::int64_t total_calls = 0;
+    for (auto _ : state) {
+      KVCANARY_PERF_CUDA_CHECK(cudaStreamSynchronize(stream));
+      const auto start = Clock::now();
+      for (int r = 0; r < replays_per_iteration; ++r) graph.launch(stream);
+      KVCANARY_PERF_CUDA_CHECK(cudaStreamSynchronize(stream));
+      const double seconds = seconds_since(start);
+      state.SetIterationTime(seconds / static_cast<double>(calls_per_iteration));
+      total_seconds += seconds;
+      total_calls += calls_per_iteration;
+    }
+    KVCANARY_PERF_CUDA_CHECK(cudaGetLastError());
+    set_plan_counters(state, workload, total_seconds, total_calls, calls_per_iteration);
+    // The execution contract (SPEC §4): a fixed number of launches per call; memcpy/memset nodes would show here.
+    state.counters["graph_nodes_per_call"] =
+        static_cast<double>(graph.node_count()) / static_cast<double>(calls_per_graph);
+  } catch (const std::exception& e) {
+    state.SkipWithError((std::string("exception: ") + e.what()).c_str());
+  }
+}
+
+}  // namespace kvcanary_perf
+
+#endif  // KOKKOS_ENABLE_CUDA
+#endif

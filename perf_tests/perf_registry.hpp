@@ -1,0 +1,24 @@
+#ifndef KVCANARY_PERF_REGISTRY_HPP
+#define KVCANARY_PERF_REGISTRY_HPP
+
+// The hooks a backend's .cpp defines for perf_main.cpp (one backend per executable).
+
+#include <string>
+#include <vector>
+
+namespace kvcanary_perf {
+
+struct Floor;
+
+// "serial", "openmp" or "cuda": the last component of host benchmark names.
+std::string backend_name();
+// Google Benchmark flags put before the user's (so the user's win).
+std::vector<std::string> default_flags();
+// The copy-bandwidth and launch floors of SPEC §7, measured on this backend in this run.
+Floor measure_floor();
+// Registers every plan benchmark of this backend.
+void register_benchmarks();
+
+}  // namespace kvcanary_perf
+
+#endif

@@ -1,0 +1,243 @@
+#ifndef KVCANARY_PERF_SUPPORT_HPP
+#define KVCANARY_PERF_SUPPORT_HPP
+
+// What every perf driver shares: the reference result of a workload (built once and cached), a plan
+// call's device data (uploaded once, outputs preallocated), the one-time check against
+// kvcanary::reference::plan, the measured floor, and the counters of SPEC §7.
+
+#include "workloads.hpp"
+
+#include <kvcanary/kvcanary.hpp>
+
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace kvcanary_perf {
+
+using kvcanary::reference::Outputs;
+using Clock = std::chrono::steady_clock;
+
+inline double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+inline double median(std::vector<double> values) {
+  if (values.empty()) return 0.0;
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+// A value no plan can produce (positions are >= 0; slots, LUT values and tokens are >= 0 here).
+constexpr std::int64_t kPoison = -777777;
+
+// A workload with its host reference result, computed from fully poisoned outputs.
+struct ReferenceCase {
+  Workload workload;
+  Outputs expected;
+};
+
+// The benchmarks of one workload are registered next to each other, so caching the last case built
+// keeps the host memory to one workload at a time (bs 256 × 32K is a few hundred MB with its outputs).
+inline std::shared_ptr<const ReferenceCase> reference_case(const WorkloadShape& shape) {
+  static std::shared_ptr<const ReferenceCase> cached;
+  if (cached && cached->workload.name == shape.name) return cached;
+  cached.reset();
+  auto built = std::make_shared<ReferenceCase>();
+  built->workload = build_workload(shape);
+  built->expected =
+      kvcanary::reference::make_outputs(built->workload.verify_capacity, built->workload.write_req_capacity, kPoison);
+  kvcanary::reference::plan(built->workload.inputs, built->expected);
+  cached = built;
+  return cached;
+}
+
+// The first difference between the library's outputs and the reference's, or "" when they agree.
+inline std::string first_difference(const Outputs& got, const Outputs& want) {
+  std::ostringstream os;
+  auto array = [&os](const char* name, const std::vector<std::int64_t>& g, const std::vector<std::int64_t>& w) {
+    if (!os.str().empty()) return;
+    if (g.size() != w.size()) {
+      os << name << ": extent " << g.size() << " != " << w.size();
+      return;
+    }
+    const auto m = std::mismatch(g.begin(), g.end(), w.begin());
+    if (m.first != g.end())
+      os << name << "[" << (m.first - g.begin()) << "] = " << *m.first << ", reference " << *m.second;
+  };
+  auto scalar = [&os](const char* name, std::int32_t g, std::int32_t w) {
+    if (os.str().empty() && g != w) os << name << " = " << g << ", reference " << w;
+  };
+  scalar("verify_num_valid", got.verify_num_valid, want.verify_num_valid);
+  scalar("enable", got.enable, want.enable);
+  scalar("write_num_valid_reqs", got.write_num_valid_reqs, want.write_num_valid_reqs);
+  scalar("input_error_bits", got.input_error_bits, want.input_error_bits);
+  scalar("first_bad_row", got.first_bad_row, want.first_bad_row);
+  array("verify_slot_indices", got.verify_slot_indices, want.verify_slot_indices);
+  array("verify_expected_tokens", got.verify_expected_tokens, want.verify_expected_tokens);
+  array("verify_expected_positions", got.verify_expected_positions, want.verify_expected_positions);
+  array("verify_prev_slot_indices", got.verify_prev_slot_indices, want.verify_prev_slot_indices);
+  array("write_offsets", got.write_offsets, want.write_offsets);
+  array("write_seed_slot_indices", got.write_seed_slot_indices, want.write_seed_slot_indices);
+  return os.str();
+}
+
+// The execution-space instance a benchmark runs on, and what it owns. Host backends: the default
+// instance. CUDA (perf_cuda.hpp): an instance over a fresh non-blocking user stream.
+template <class ExecutionSpace>
+struct Instance {
+  ExecutionSpace space() const { return ExecutionSpace(); }
+};
+
+// The device data of one plan call: inputs uploaded once, outputs and scratch allocated once,
+// everything on `space` (on CUDA the instance of the user stream that is also captured).
+template <class ExecutionSpace>
+struct PlanCall {
+  using MemorySpace = typename ExecutionSpace::memory_space;
+
+  ExecutionSpace space;
+  kvcanary::PlanOptions options;
+  kvcanary::PlanInputs<MemorySpace> inputs;
+  kvcanary::VerifyPlan<MemorySpace> verify_plan;
+  kvcanary::WritePlan<MemorySpace> write_plan;
+  kvcanary::PlanStatus<MemorySpace> status;
+  kvcanary::PlanWorkspace<MemorySpace> workspace;
+
+  PlanCall(const ExecutionSpace& space_, const Workload& workload, kvcanary::PlanOptions options_)
+      : space(space_), options(options_) {
+    inputs = kvcanary::upload_inputs(space, workload.inputs);
+    verify_plan = kvcanary::allocate_verify_plan(space, workload.verify_capacity);
+    write_plan = kvcanary::allocate_write_plan(space, workload.write_req_capacity);
+    status = kvcanary::allocate_plan_status(space);
+    workspace = kvcanary::allocate_plan_workspace(space, inputs.batch_size());
+    space.fence();
+  }
+
+  // One call, enqueued on `space`; no fence.
+  void run() const { kvcanary::plan(space, inputs, verify_plan, write_plan, status, workspace, options); }
+
+  void poison(const Workload& workload) const {
+    kvcanary::upload_outputs(space,
+                             kvcanary::reference::make_outputs(workload.verify_capacity,
+                                                               workload.write_req_capacity, kPoison),
+                             verify_plan, write_plan, status);
+  }
+
+  // Downloads every output (fences) and compares it with the reference; "" when equal.
+  std::string compare(const Outputs& expected) const {
+    Outputs got;
+    kvcanary::download_outputs(space, verify_plan, write_plan, status, got);
+    return first_difference(got, expected);
+  }
+};
+
+// ---- the floor of SPEC §7 ----
+
+struct Floor {
+  double copy_bytes_per_s = 0.0;  // bytes read + written per second
+  double launch_us = 0.0;         // one kernel launch
+  std::string copy_method;
+  std::string launch_method;
+
+  double floor_us(std::int64_t bytes) const {
+    const double copy_us = copy_bytes_per_s > 0 ? 1e6 * static_cast<double>(bytes) / copy_bytes_per_s : 0.0;
+    return std::max(copy_us, launch_us);
+  }
+};
+
+// Measured once in main() before any benchmark runs, by the backend's measure_floor().
+inline Floor& measured_floor() {
+  static Floor floor;
+  return floor;
+}
+
+struct CopyFunctor {
+  // Plain pointers keep the functor small; the Views outlive every launch.
+  const std::int64_t* src;
+  std::int64_t* dst;
+  KOKKOS_INLINE_FUNCTION void operator()(std::int64_t i) const { dst[i] = src[i]; }
+};
+
+struct IotaFunctor {
+  std::int64_t* data;
+  KOKKOS_INLINE_FUNCTION void operator()(std::int64_t i) const { data[i] = i * 2654435761LL; }
+};
+
+struct EmptyFunctor {
+  KOKKOS_INLINE_FUNCTION void operator()(std::int64_t) const {}
+};
+
+// Host backends: a parallel_for copy of 256 MiB on the backend (so the OpenMP threads count), and one
+// eager empty parallel_for of one element as the launch floor. Medians.
+template <class ExecutionSpace>
+Floor measure_host_floor(const ExecutionSpace& space, const std::string& backend) {
+  using View = Kokkos::View<std::int64_t*, typename ExecutionSpace::memory_space>;
+  using Policy = Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<std::int64_t>>;
+  const std::int64_t n = (std::int64_t{256} << 20) / 8;
+  Floor floor;
+  {
+    View src(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "kvcanary_perf::copy_src"), n);
+    View dst(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "kvcanary_perf::copy_dst"), n);
+    // First touch by the same threads that copy.
+    Kokkos::parallel_for("kvcanary_perf::iota", Policy(space, 0, n), IotaFunctor{src.data()});
+    Kokkos::parallel_for("kvcanary_perf::iota", Policy(space, 0, n), IotaFunctor{dst.data()});
+    space.fence();
+    std::vector<double> trials;
+    for (int t = 0; t < 8; ++t) {
+      space.fence();
+      const auto start = Clock::now();
+      Kokkos::parallel_for("kvcanary_perf::copy", Policy(space, 0, n), CopyFunctor{src.data(), dst.data()});
+      space.fence();
+      if (t > 0) trials.push_back(seconds_since(start));  // trial 0 is the warm-up
+    }
+    floor.copy_bytes_per_s = 2.0 * 8.0 * static_cast<double>(n) / median(trials);
+    floor.copy_method = "parallel_for copy of 256 MiB int64 on " + backend + " (" +
+                        std::to_string(space.concurrency()) + " threads), read+write bytes, median of 7";
+  }
+  {
+    // Each launch timed alone and the median taken: on a loaded machine a fork-join that waits for a
+    // descheduled thread costs a scheduler time slice, which a mean over many calls would fold in.
+    std::vector<double> calls;
+    constexpr int kCalls = 2000;
+    for (int c = 0; c < kCalls + 100; ++c) {
+      space.fence();
+      const auto start = Clock::now();
+      Kokkos::parallel_for("kvcanary_perf::empty", Policy(space, 0, 1), EmptyFunctor{});
+      space.fence();
+      if (c >= 100) calls.push_back(seconds_since(start));  // the first 100 are the warm-up
+    }
+    floor.launch_us = 1e6 * median(calls);
+    floor.launch_method = "eager empty parallel_for(1) + fence on " + backend + ", median of 2000 single calls";
+  }
+  return floor;
+}
+
+// ---- counters ----
+
+inline void set_plan_counters(benchmark::State& state, const Workload& workload, double total_seconds,
+                              std::int64_t total_calls, std::int64_t calls_per_iteration) {
+  if (total_calls <= 0) return;
+  const double us = 1e6 * total_seconds / static_cast<double>(total_calls);
+  const double floor_us = measured_floor().floor_us(workload.bytes);
+  state.counters["us_per_call"] = us;
+  state.counters["GB_per_s"] = static_cast<double>(workload.bytes) / (us * 1e-6) / 1e9;
+  state.counters["entries"] = static_cast<double>(workload.entries);
+  state.counters["entries_per_s"] = static_cast<double>(workload.entries) / (us * 1e-6);
+  state.counters["bytes"] = static_cast<double>(workload.bytes);
+  state.counters["batch_size"] = static_cast<double>(workload.inputs.req_pool_indices.size());
+  state.counters["floor_us"] = floor_us;
+  state.counters["pct_of_floor"] = 100.0 * floor_us / us;  // 100 = at the floor
+  state.counters["calls_per_iter"] = static_cast<double>(calls_per_iteration);
+  state.SetLabel(regime_name(workload.regime));
+}
+
+}  // namespace kvcanary_perf
+
+#endif
