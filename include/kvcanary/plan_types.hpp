@@ -53,6 +53,21 @@ struct PlanInputs {
   std::int64_t batch_size() const { return static_cast<std::int64_t>(req_pool_indices.extent(0)); }
 };
 
+// Views over buffers the caller owns, in MemorySpace (unmanaged: kvcanary never frees them), e.g.
+//   inputs.req_pool_indices = kvcanary::unmanaged_vector<Kokkos::CudaSpace>(device_ptr, bs);
+template <class MemorySpace, class T>
+Kokkos::View<const T*, Kokkos::LayoutRight, MemorySpace> unmanaged_vector(const T* data, std::int64_t size) {
+  return Kokkos::View<const T*, Kokkos::LayoutRight, MemorySpace>(data, static_cast<std::size_t>(size));
+}
+
+// A row-major [rows, cols] matrix over a buffer the caller owns.
+template <class MemorySpace, class T>
+Kokkos::View<const T**, Kokkos::LayoutRight, MemorySpace> unmanaged_matrix(const T* data, std::int64_t rows,
+                                                                           std::int64_t cols) {
+  return Kokkos::View<const T**, Kokkos::LayoutRight, MemorySpace>(data, static_cast<std::size_t>(rows),
+                                                                   static_cast<std::size_t>(cols));
+}
+
 // SPEC §3, VerifyPlan: four arrays of extent verify_capacity and two scalars.
 template <class MemorySpace>
 struct VerifyPlan {

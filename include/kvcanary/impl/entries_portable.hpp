@@ -3,7 +3,7 @@
 
 // The portable entries stage: a TeamPolicy whose teams walk tiles of the flat verify array
 // (team t takes tiles t, t + league, ...), so a few long rows and thousands of short ones load the
-// machine alike. The league is sized from verify_capacity, a host-known bound on the total; the
+// machine alike. Inside a tile the team walks the rows it overlaps, one row segment at a time. The league is sized from verify_capacity, a host-known bound on the total; the
 // real total and `enable` are read on the device, so the host never waits for the offsets.
 
 #include <kvcanary/impl/backend.hpp>
@@ -29,12 +29,19 @@ struct EntriesTeamFunctor {
     const std::int64_t stride = static_cast<std::int64_t>(team.league_size()) * tile_entries;
     for (std::int64_t begin = team.league_rank() * tile_entries; begin < total; begin += stride) {
       const std::int64_t end = begin + tile_entries < total ? begin + tile_entries : total;
-      // Every thread finds the tile's row range (same loads, served by cache), then searches inside it.
-      const std::int64_t first_row = owner_row(out.verify_offsets, 0, batch_size - 1, begin);
-      const std::int64_t last_row = owner_row(out.verify_offsets, first_row, batch_size - 1, end - 1);
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, begin, end), [&](const std::int64_t i) {
-        write_entry(in, out, owner_row(out.verify_offsets, first_row, last_row, i), i);
-      });
+      // Walk the rows that overlap the tile; the team's threads share each row's segment, whose row
+      // inputs are read once. Empty rows give empty segments.
+      std::int64_t row = owner_row(out.verify_offsets, 0, batch_size - 1, begin);
+      for (std::int64_t segment = begin; segment < end; ++row) {
+        const std::int64_t row_end = out.verify_offsets(row + 1);
+        const std::int64_t segment_end = row_end < end ? row_end : end;
+        const RowFields fields = in.row_fields(row);
+        const std::int64_t row_begin = out.verify_offsets(row);
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, segment, segment_end), [&](const std::int64_t i) {
+          store_entry(out, i, entry_values(in, fields, i - row_begin));
+        });
+        segment = segment_end;
+      }
     }
   }
 };

@@ -51,13 +51,6 @@ KOKKOS_INLINE_FUNCTION void store_entry(const DeviceOutputs<MemorySpace>& out, s
   out.verify_prev_slot_indices(i) = v.prev_slot;
 }
 
-// Writes verify entry `i`, owned by `row`.
-template <class MemorySpace>
-KOKKOS_INLINE_FUNCTION void write_entry(const DeviceInputs<MemorySpace>& in, const DeviceOutputs<MemorySpace>& out,
-                                        std::int64_t row, std::int64_t i) {
-  store_entry(out, i, entry_values(in, in.row_fields(row), i - out.verify_offsets(row)));
-}
-
 }  // namespace Impl
 }  // namespace kvcanary
 
