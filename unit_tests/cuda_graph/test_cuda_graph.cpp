@@ -214,11 +214,3 @@ INSTANTIATE_TEST_SUITE_P(BothAlgorithms, CudaGraph,
                                             ::testing::Values(0, 1, 2)));
 
 }  // namespace
-
-int main(int argc, char* argv[]) {
-  Kokkos::initialize(argc, argv);
-  ::testing::InitGoogleTest(&argc, argv);
-  const int result = RUN_ALL_TESTS();
-  Kokkos::finalize();
-  return result;
-}
