@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR
+# check-sanitizers.sh — build the unit tests and the CLI with AddressSanitizer + UndefinedBehaviorSanitizer
+# and run every ctest test, stopping at the first error.
+#
+#   scripts/check-sanitizers.sh
+#
+# Only kvcanary's own code is instrumented (CMAKE_CXX_FLAGS / linker flags of this build, into
+# build-asan/); Kokkos and Kokkos Kernels are the usual cpu installation from scripts/setup-deps.sh.
+# Backends: Serial and OpenMP (1 and 2 threads), as in scripts/run-tests.sh.
+#
+# Runtime options: the first error of any kind ends the test with a non-zero status.
+#   ASAN_OPTIONS   halt_on_error=1, detect_leaks=1 (LeakSanitizer stays on: with g++ 12's libgomp and
+#                  Kokkos 3.4's OpenMP backend it reports nothing, so no suppression is needed),
+#                  detect_stack_use_after_return, init-order and strict string checks;
+#   UBSAN_OPTIONS  halt_on_error=1, print_stacktrace=1 (the code is also built with -fno-sanitize-recover=all).
+#
+# Environment: KVCANARY_ASAN_BUILD_DIR (default: build-asan), JOBS.
+set -euo pipefail
+KV_SCRIPT=check-sanitizers
+# shellcheck source=lib/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+BUILD=${KVCANARY_ASAN_BUILD_DIR:-$KV_ROOT/build-asan}
+
+SAN_FLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all"
+
+kv_deps cpu
+# -O1 -g without -DNDEBUG: assertions stay on, the reports have lines, the Kokkos-heavy tests stay fast
+# and compiling is quicker than -O2 (the usual ASan trade-off).
+kv_configure "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" \
+  -DKVCanary_ENABLE_TESTS=ON -DKVCanary_ENABLE_CLI=ON -DKVCanary_ENABLE_BENCHMARKS=OFF \
+  -DCMAKE_CXX_FLAGS="$SAN_FLAGS" \
+  -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" \
+  -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=address,undefined"
+kv_build "$BUILD"
+
+export ASAN_OPTIONS="halt_on_error=1:abort_on_error=0:detect_leaks=1:detect_stack_use_after_return=1:check_initialization_order=1:strict_init_order=1:strict_string_checks=1:print_summary=1"
+export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:print_summary=1"
+kv_log "ASAN_OPTIONS=$ASAN_OPTIONS"
+kv_log "UBSAN_OPTIONS=$UBSAN_OPTIONS"
+cd "$BUILD"
+ctest --output-on-failure

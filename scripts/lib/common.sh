@@ -1,0 +1,51 @@
+# shellcheck shell=bash disable=SC2034  # the variables set here are used by the scripts that source it
+# common.sh — helpers shared by the scripts/ entry points (sourced, not run).
+#
+#   kv_deps FLAVOUR            installs the dependencies (scripts/setup-deps.sh cpu|cuda) and sets
+#                              KOKKOS_PREFIX to the Kokkos + Kokkos Kernels prefix it prints last
+#   kv_configure DIR ARGS...   configures kvcanary into DIR with Ninja, Release (unless ARGS say
+#                              otherwise) and CMAKE_PREFIX_PATH=$KOKKOS_PREFIX
+#   kv_build DIR [TARGET...]   builds DIR (everything, or the given targets) with $JOBS jobs
+#
+# Environment understood by every script:
+#   JOBS   parallel build jobs (default: nproc)
+
+KV_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+JOBS=${JOBS:-$(nproc)}
+export JOBS
+
+kv_log() { printf '[%s %s] %s\n' "${KV_SCRIPT:-kvcanary}" "$(date +%T)" "$*" >&2; }
+kv_die() { kv_log "ERROR: $*"; exit 1; }
+
+kv_deps() {
+  local flavour=$1 out
+  out=$("$KV_ROOT/scripts/setup-deps.sh" "$flavour") || kv_die "scripts/setup-deps.sh $flavour failed"
+  KOKKOS_PREFIX=$(printf '%s\n' "$out" | tail -n 1)
+  [ -f "$KOKKOS_PREFIX/lib/cmake/Kokkos/KokkosConfig.cmake" ] \
+    || kv_die "no Kokkos installation at '$KOKKOS_PREFIX' (scripts/setup-deps.sh $flavour)"
+  export KOKKOS_PREFIX
+}
+
+kv_configure() {
+  local dir=$1; shift
+  # A build directory made by another generator cannot be re-used by Ninja: start that one afresh.
+  if [ -f "$dir/CMakeCache.txt" ] && ! grep -qx 'CMAKE_GENERATOR:INTERNAL=Ninja' "$dir/CMakeCache.txt"; then
+    kv_log "$dir was configured with another generator; reconfiguring it from scratch"
+    rm -rf "$dir/CMakeCache.txt" "$dir/CMakeFiles"
+  fi
+  cmake -S "$KV_ROOT" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+        -DCMAKE_PREFIX_PATH="$KOKKOS_PREFIX" "$@" \
+    || kv_die "configuring $dir failed"
+}
+
+kv_build() {  # kv_build DIR [TARGET...]
+  local dir=$1; shift
+  local targets=()
+  [ $# -eq 0 ] || targets=(--target "$@")
+  cmake --build "$dir" -j "$JOBS" "${targets[@]}" || kv_die "building $dir ${*:-(all)} failed"
+}
+
+# The README build: build/ (or $KVCANARY_BUILD_DIR), configured the same way by run-tests.sh,
+# run-demo.sh and check-install.sh so that none of them reconfigures what another one built.
+KV_BUILD_DIR=${KVCANARY_BUILD_DIR:-$KV_ROOT/build}
+KV_README_OPTIONS=(-DKVCanary_ENABLE_TESTS=ON -DKVCanary_ENABLE_CLI=ON -DKVCanary_ENABLE_BENCHMARKS=ON)

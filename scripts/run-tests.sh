@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR
+# run-tests.sh — build kvcanary and run its tests (the README's test command).
+#
+#   scripts/run-tests.sh [EXTRA CMAKE ARGS...]
+#
+# On a fresh Debian 12 machine (root, or a user with sudo): installs the dependencies
+# (scripts/setup-deps.sh cpu: apt packages + Kokkos/Kokkos Kernels 3.4.01 in ~/.cache/kokkos-deps),
+# configures build/ (Ninja, Release), builds it and runs every test with ctest: the unit tests on
+# Serial and on OpenMP with 1 and 2 threads, and the kvcanary-plan CLI tests.
+# Exits non-zero when anything fails. A second run only rebuilds what changed.
+#
+# Environment: KVCANARY_BUILD_DIR (default: build), JOBS (default: nproc).
+set -euo pipefail
+KV_SCRIPT=run-tests
+# shellcheck source=lib/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+
+kv_log "dependencies"
+kv_deps cpu
+kv_log "configure $KV_BUILD_DIR (Kokkos: $KOKKOS_PREFIX)"
+kv_configure "$KV_BUILD_DIR" "${KV_README_OPTIONS[@]}" "$@"
+kv_log "build ($JOBS jobs)"
+kv_build "$KV_BUILD_DIR"
+kv_log "test"
+cd "$KV_BUILD_DIR"
+ctest --output-on-failure
