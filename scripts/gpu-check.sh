@@ -38,7 +38,7 @@ bundle=$(ls "$ROOT"/.deps/kokkos-src-3.4.01-patched.tar.xz 2>/dev/null || true)
 prefix_path=$KOKKOS_DEPS_PREFIX/kokkos-3.4.01-cuda-sm90
 [ -d "$ROOT/.deps/sysroot/usr" ] && prefix_path="$prefix_path;$ROOT/.deps/sysroot/usr"
 
-say "kvcanary gpu-check $(date -u +%Y-%m-%dT%H:%MZ), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+say "kvcanary gpu-check $(date -u +%Y-%m-%dT%H:%MZ), commit ${KVCANARY_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
 say "gpu: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo none)"
 say "nvcc: $("$NVCC" --version | tail -1)"
 

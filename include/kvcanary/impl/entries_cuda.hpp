@@ -9,7 +9,7 @@
 //   block costs less than a second launch (~1 µs in a graph).
 // * Larger batches: two kernels, a one-block rows kernel (offsets, WritePlan, scalars, status) and a
 //   persistent entries kernel that stages the offsets in shared memory when they fit.
-// Entries kernels have a grid sized from the SM count and occupancy and walk tiles of kTileEntries
+// Entries kernels have a grid sized from the SM count and occupancy and walk tiles (up to 4096 entries)
 // with a grid stride; a thread's loads for a whole tile are in flight together.
 
 #include <Kokkos_Core.hpp>
@@ -41,8 +41,10 @@ inline void cuda_check(cudaError_t error, const char* call, const char* file, in
 namespace CudaPersistent {
 
 constexpr int kTileThreads = 256;       // blocks of the fused and the entries kernels
-constexpr int kEntriesPerThread = 4;    // per tile; all loads of a tile are issued before any store
-constexpr std::int64_t kTileEntries = std::int64_t(kTileThreads) * kEntriesPerThread;
+constexpr int kEntriesPerBatch = 4;     // per thread; all loads of a batch are issued before any store
+constexpr int kBatchesPerTile = 4;      // the tile's row range is searched once for all its batches
+constexpr std::int64_t kBatchEntries = std::int64_t(kTileThreads) * kEntriesPerBatch;
+constexpr std::int64_t kMaxTileEntries = kBatchEntries * kBatchesPerTile;
 constexpr std::int64_t kFusedMaxRows = kTileThreads;  // the fused kernel gives each row one thread
 constexpr int kRowsThreads = 512;       // the rows kernel: one block (128 registers a thread)
 constexpr int kRowsPerThread = 4;
@@ -69,45 +71,49 @@ __device__ inline ScanPair lengths(const RowGeometry& g) {
   return {g.verify_len, static_cast<std::uint64_t>(g.write_len)};
 }
 
-// Expands entries [begin, end) of the flat verify array (at most kTileEntries) with one block.
-// Phases, each unrolled over the thread's entries so that their loads are in flight together:
-// owners (offsets only), row inputs, entry values (req_to_token, pool, LUT), then the stores. A store
-// between loads would serialize them: the int64 outputs may alias the int64 inputs.
+// Expands entries [begin, end) of the flat verify array (at most kMaxTileEntries) with one block: the
+// tile's row range once, then batches of kEntriesPerBatch entries per thread, in phases unrolled over
+// the batch so that their loads are in flight together: owners (offsets only), row inputs, entry
+// values (req_to_token, pool, LUT), then the stores. A store between loads would serialize them: the
+// int64 outputs may alias the int64 inputs.
 template <class MemorySpace, class Offsets>
 __device__ void expand_tile(const DeviceInputs<MemorySpace>& in, const DeviceOutputs<MemorySpace>& out,
                             const Offsets& offsets, std::int64_t batch_size, std::int64_t begin, std::int64_t end) {
   const std::int64_t first_row = owner_row(offsets, 0, batch_size - 1, begin);
   const std::int64_t last_row = owner_row(offsets, first_row, batch_size - 1, end - 1);
-  std::int64_t row[kEntriesPerThread], j[kEntriesPerThread];
-  std::int64_t r = first_row;
+  std::int64_t r = first_row;  // rows only grow with the entry index
+  for (std::int64_t batch = begin; batch < end; batch += kBatchEntries) {
+    std::int64_t row[kEntriesPerBatch], j[kEntriesPerBatch];
 #pragma unroll
-  for (int k = 0; k < kEntriesPerThread; ++k) {
-    const std::int64_t i = begin + k * kTileThreads + threadIdx.x;
-    const std::int64_t live = i < end ? i : end - 1;  // dead lanes repeat the last entry, never stored
-    r = owner_row(offsets, r, last_row, live);           // rows only grow with i
-    row[k] = r;
-    j[k] = live - offsets(r);
-  }
-  RowFields fields[kEntriesPerThread];
+    for (int k = 0; k < kEntriesPerBatch; ++k) {
+      const std::int64_t i = batch + k * kTileThreads + threadIdx.x;
+      const std::int64_t live = i < end ? i : end - 1;  // dead lanes repeat the last entry, never stored
+      r = owner_row(offsets, r, last_row, live);
+      row[k] = r;
+      j[k] = live - offsets(r);
+    }
+    RowFields fields[kEntriesPerBatch];
 #pragma unroll
-  for (int k = 0; k < kEntriesPerThread; ++k) fields[k] = in.row_fields(row[k]);
-  EntryValues values[kEntriesPerThread];
+    for (int k = 0; k < kEntriesPerBatch; ++k) fields[k] = in.row_fields(row[k]);
+    EntryValues values[kEntriesPerBatch];
 #pragma unroll
-  for (int k = 0; k < kEntriesPerThread; ++k) values[k] = entry_values(in, fields[k], j[k]);
+    for (int k = 0; k < kEntriesPerBatch; ++k) values[k] = entry_values(in, fields[k], j[k]);
 #pragma unroll
-  for (int k = 0; k < kEntriesPerThread; ++k) {
-    const std::int64_t i = begin + k * kTileThreads + threadIdx.x;
-    if (i < end) store_entry(out, i, values[k]);
+    for (int k = 0; k < kEntriesPerBatch; ++k) {
+      const std::int64_t i = batch + k * kTileThreads + threadIdx.x;
+      if (i < end) store_entry(out, i, values[k]);
+    }
   }
 }
 
-// Tiles blockIdx.x, blockIdx.x + gridDim.x, ... of [0, total).
+// Tiles blockIdx.x, blockIdx.x + gridDim.x, ... of [0, total), of tile_entries each.
 template <class MemorySpace, class Offsets>
 __device__ void expand_tiles(const DeviceInputs<MemorySpace>& in, const DeviceOutputs<MemorySpace>& out,
-                             const Offsets& offsets, std::int64_t batch_size, std::int64_t total) {
-  const std::int64_t stride = std::int64_t(gridDim.x) * kTileEntries;
-  for (std::int64_t begin = std::int64_t(blockIdx.x) * kTileEntries; begin < total; begin += stride)
-    expand_tile(in, out, offsets, batch_size, begin, begin + kTileEntries < total ? begin + kTileEntries : total);
+                             const Offsets& offsets, std::int64_t batch_size, std::int64_t total,
+                             std::int64_t tile_entries) {
+  const std::int64_t stride = std::int64_t(gridDim.x) * tile_entries;
+  for (std::int64_t begin = std::int64_t(blockIdx.x) * tile_entries; begin < total; begin += stride)
+    expand_tile(in, out, offsets, batch_size, begin, begin + tile_entries < total ? begin + tile_entries : total);
 }
 
 // SPEC §4: write_offsets after [bs] are zeroed, every call; spread over the grid.
@@ -141,7 +147,7 @@ struct BlockStatus {
 template <class MemorySpace>
 __global__ void __launch_bounds__(kTileThreads)
     fused_plan_kernel(const DeviceInputs<MemorySpace> in, const DeviceOutputs<MemorySpace> out,
-                      const std::int64_t batch_size) {
+                      const std::int64_t batch_size, const std::int64_t tile_entries) {
   using BlockScan = cub::BlockScan<ScanPair, kTileThreads>;
   __shared__ std::int64_t offsets[kFusedMaxRows + 1];
   __shared__ typename BlockScan::TempStorage scan_storage;
@@ -151,15 +157,20 @@ __global__ void __launch_bounds__(kTileThreads)
   __syncthreads();
 
   const std::int64_t r = threadIdx.x;
-  const RowGeometry g = r < batch_size ? in.row_geometry(r) : RowGeometry{};
-  if (leader && r < batch_size) status.add(g, r);
+  const bool mine_row = r < batch_size;
+  // Rows past the batch read the last row (in bounds, all loads unconditional) and count for nothing.
+  const RowGeometry g = (batch_size > 0 && mine_row) ? in.row_geometry(r) : RowGeometry{};
+  if (leader && mine_row) status.add(g, r);
+  // The seed's req_to_token load is issued now and used after the scan, so it overlaps the scan.
+  const std::int32_t seed_raw =
+      (leader && g.seed_position >= 0) ? in.req_to_token(g.pool_row, g.seed_position) : std::int32_t(-1);
   ScanPair base, totals;
   BlockScan(scan_storage).ExclusiveScan(lengths(g), base, ScanPair{0, 0u}, ScanPairSum(), totals);
   if (r < batch_size) offsets[r] = base.verify;
   if (r == 0) offsets[batch_size] = totals.verify;
-  if (leader && r < batch_size) {
+  if (leader && mine_row) {
     out.write_offsets(r) = static_cast<std::int64_t>(base.write);
-    out.write_seed_slot_indices(r) = in.seed_slot(g);
+    out.write_seed_slot_indices(r) = g.seed_position >= 0 ? in.translate(seed_raw) : -1;
   }
   __syncthreads();
   if (leader && threadIdx.x == 0)
@@ -167,7 +178,7 @@ __global__ void __launch_bounds__(kTileThreads)
   zero_write_offsets_tail(out, batch_size);
 
   if (totals.verify > out.verify_capacity()) return;  // overflow: the verify arrays stay untouched
-  expand_tiles(in, out, SharedOffsets{offsets}, batch_size, totals.verify);
+  expand_tiles(in, out, SharedOffsets{offsets}, batch_size, totals.verify, tile_entries);
 }
 
 // The offsets stage for larger batches, in one block: chunks of kRowsChunk rows, each thread loading
@@ -190,7 +201,10 @@ __global__ void __launch_bounds__(kRowsThreads)
     ScanPair mine{0, 0u};
 #pragma unroll
     for (int q = 0; q < kRowsPerThread; ++q) {
-      if (first + q < batch_size) g[q] = in.row_geometry(first + q);
+      // Rows past the batch read the last row (in bounds, so all loads are unconditional) and count for nothing.
+      const std::int64_t r = first + q;
+      g[q] = in.row_geometry(r < batch_size ? r : batch_size - 1);
+      if (r >= batch_size) g[q] = RowGeometry{};
       mine = ScanPairSum()(mine, lengths(g[q]));
     }
     ScanPair base, aggregate;
@@ -222,16 +236,16 @@ __global__ void __launch_bounds__(kRowsThreads)
 template <class MemorySpace>
 __global__ void __launch_bounds__(kTileThreads)
     entries_kernel(const DeviceInputs<MemorySpace> in, const DeviceOutputs<MemorySpace> out,
-                   const std::int64_t batch_size) {
+                   const std::int64_t batch_size, const std::int64_t tile_entries) {
   __shared__ std::int64_t offsets[kSharedOffsetsRows + 1];
   if (out.enable() == 0) return;  // overflow: the verify arrays stay untouched
   const std::int64_t total = out.verify_offsets(batch_size);
   if (batch_size <= kSharedOffsetsRows) {
     for (std::int64_t r = threadIdx.x; r <= batch_size; r += kTileThreads) offsets[r] = out.verify_offsets(r);
     __syncthreads();
-    expand_tiles(in, out, SharedOffsets{offsets}, batch_size, total);
+    expand_tiles(in, out, SharedOffsets{offsets}, batch_size, total, tile_entries);
   } else {
-    expand_tiles(in, out, out.verify_offsets, batch_size, total);
+    expand_tiles(in, out, out.verify_offsets, batch_size, total, tile_entries);
   }
 }
 
@@ -258,9 +272,20 @@ struct Kernels {
   }
 };
 
-inline unsigned grid_size(std::int64_t verify_capacity, int resident) {
-  const std::int64_t tiles = (verify_capacity + kTileEntries - 1) / kTileEntries;
-  return static_cast<unsigned>(tiles < 1 ? 1 : (tiles < resident ? tiles : resident));
+// Grid and tile size from the capacity (the host's only bound on the total): enough blocks to fill
+// the device first, then tiles grow up to kMaxTileEntries so that each block searches its row
+// range fewer times.
+struct Launch {
+  unsigned blocks;
+  std::int64_t tile_entries;
+};
+
+inline Launch launch_shape(std::int64_t verify_capacity, int resident) {
+  const std::int64_t per_block = (verify_capacity + resident - 1) / resident;
+  std::int64_t tile = (per_block + kBatchEntries - 1) / kBatchEntries * kBatchEntries;
+  tile = tile < kBatchEntries ? kBatchEntries : (tile > kMaxTileEntries ? kMaxTileEntries : tile);
+  const std::int64_t tiles = (verify_capacity + tile - 1) / tile;
+  return {static_cast<unsigned>(tiles < 1 ? 1 : (tiles < resident ? tiles : resident)), tile};
 }
 
 }  // namespace CudaPersistent
@@ -280,15 +305,17 @@ struct EntriesBackend<Kokkos::Cuda> {
       const int resident = Kernels<MemorySpace>::fused_blocks(device);
       if (resident <= 0) return false;
       Kokkos::Profiling::pushRegion("kvcanary::plan::entries[cuda_persistent_fused]");
-      fused_plan_kernel<MemorySpace><<<grid_size(out.verify_capacity(), resident), kTileThreads, 0, stream>>>(
-          in, out, batch_size);
+      const Launch shape = launch_shape(out.verify_capacity(), resident);
+      fused_plan_kernel<MemorySpace><<<shape.blocks, kTileThreads, 0, stream>>>(in, out, batch_size,
+                                                                                shape.tile_entries);
     } else {
       const int resident = Kernels<MemorySpace>::entries_blocks(device);
       if (resident <= 0) return false;
       Kokkos::Profiling::pushRegion("kvcanary::plan::entries[cuda_persistent]");
       rows_kernel<MemorySpace><<<1, kRowsThreads, 0, stream>>>(in, out, batch_size);
-      entries_kernel<MemorySpace><<<grid_size(out.verify_capacity(), resident), kTileThreads, 0, stream>>>(
-          in, out, batch_size);
+      const Launch shape = launch_shape(out.verify_capacity(), resident);
+      entries_kernel<MemorySpace><<<shape.blocks, kTileThreads, 0, stream>>>(in, out, batch_size,
+                                                                             shape.tile_entries);
     }
     Kokkos::Profiling::popRegion();
     KVCANARY_CUDA_CHECK(cudaGetLastError());

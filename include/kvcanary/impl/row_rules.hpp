@@ -91,20 +91,25 @@ struct DeviceInputs {
     return (swa_window_size > 0 && prefix > swa_window_size) ? prefix - swa_window_size : 0;
   }
 
+  // Branch-free on purpose: every field is used whatever the row, so compilers issue all of a row's
+  // loads together instead of sinking them behind the padding test (one memory round trip, not two).
   KOKKOS_INLINE_FUNCTION RowGeometry row_geometry(const RowFields& f) const {
-    RowGeometry g;
     const std::int64_t rp = f.pool_row;
-    if (rp == 0) return g;  // padding
-    if (rp < 0 || rp >= max_reqs) g.error_bits |= kBadPoolIndex;
-    if (f.prefix > max_seq_len) g.error_bits |= kBadPrefixLen;
-    if (has_pool && (rp < 0 || rp >= pool_rows || f.valid_len > pool_cols)) g.error_bits |= kBadPoolRow;
-    if (g.error_bits != 0) return g;
-    // prefix <= max_seq_len from here on, so every position below is inside req_to_token's row.
-    g.pool_row = rp;
-    g.window_start = window_start(f.prefix);
-    g.verify_len = f.prefix > g.window_start ? f.prefix - g.window_start : 0;
-    g.write_len = f.extend > 0 ? f.extend : 0;
-    if (f.prefix > 0 && f.extend > 0) g.seed_position = f.prefix - 1;
+    const bool active = rp != 0;  // padding rows are not inspected: everything below is masked by it
+    const bool bad_index = (rp < 0) | (rp >= max_reqs);
+    const bool bad_pool = has_pool & ((rp < 0) | (rp >= pool_rows) | (f.valid_len > pool_cols));
+    const std::int32_t bits = (bad_index ? kBadPoolIndex : 0) | (f.prefix > max_seq_len ? kBadPrefixLen : 0) |
+                              (bad_pool ? kBadPoolRow : 0);
+    // Good rows only from here on: prefix <= max_seq_len, so every position is inside req_to_token's row.
+    const bool good = active & (bits == 0);
+    const std::int64_t start = window_start(f.prefix);
+    RowGeometry g;
+    g.error_bits = active ? bits : 0;
+    g.pool_row = good ? rp : 0;
+    g.window_start = good ? start : 0;
+    g.verify_len = (good & (f.prefix > start)) ? f.prefix - start : 0;
+    g.write_len = (good & (f.extend > 0)) ? f.extend : 0;
+    g.seed_position = (good & (f.prefix > 0) & (f.extend > 0)) ? f.prefix - 1 : -1;
     return g;
   }
 
