@@ -42,7 +42,7 @@ namespace CudaPersistent {
 
 constexpr int kTileThreads = 256;       // blocks of the fused and the entries kernels
 constexpr int kEntriesPerBatch = 4;     // per thread; all loads of a batch are issued before any store
-constexpr int kBatchesPerTile = 4;      // the tile's row range is searched once for all its batches
+constexpr int kBatchesPerTile = 1;      // batches per tile (the row range is searched once a tile); 4 made bs 256 slower (perf-notes v3)
 constexpr std::int64_t kBatchEntries = std::int64_t(kTileThreads) * kEntriesPerBatch;
 constexpr std::int64_t kMaxTileEntries = kBatchEntries * kBatchesPerTile;
 constexpr std::int64_t kFusedMaxRows = kTileThreads;  // the fused kernel gives each row one thread
