@@ -106,21 +106,9 @@ inline Floor measure_cuda_floor() {
   const cudaStream_t stream = instance.cuda_stream();
   {
     const std::int64_t n = (std::int64_t{1} << 30) / 8;
-    View src(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "kvcanary_perf::copy_src"), n);
-    View dst(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "kvcanary_perf::copy_dst"), n);
-    Kokkos::parallel_for("kvcanary_perf::iota", Policy(space, 0, n), IotaFunctor{src.data()});
-    Kokkos::parallel_for("kvcanary_perf::iota", Policy(space, 0, n), IotaFunctor{dst.data()});
-    space.fence();
-    std::vector<double> trials;
-    for (int t = 0; t < 8; ++t) {
-      space.fence();
-      const auto start = Clock::now();
-      Kokkos::deep_copy(space, dst, src);
-      space.fence();
-      if (t > 0) trials.push_back(seconds_since(start));  // trial 0 is the warm-up
-    }
+    floor.copy_bytes_per_s =
+        copy_bandwidth(space, n, [&](const View& src, const View& dst) { Kokkos::deep_copy(space, dst, src); });
     KVCANARY_PERF_CUDA_CHECK(cudaGetLastError());
-    floor.copy_bytes_per_s = 2.0 * 8.0 * static_cast<double>(n) / median(trials);
     floor.copy_method = "Kokkos::deep_copy between two 1 GiB CudaSpace Views on a user stream, read+write bytes, median of 7";
   }
   {

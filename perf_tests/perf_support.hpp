@@ -174,6 +174,28 @@ struct EmptyFunctor {
   KOKKOS_INLINE_FUNCTION void operator()(std::int64_t) const {}
 };
 
+// Bytes per second (read + written) of `copy(src, dst)` between two n-element int64 Views of `space`,
+// first touched by the space's own threads (so NUMA/OpenMP placement matches); median of 7 after a warm-up.
+template <class ExecutionSpace, class Copy>
+double copy_bandwidth(const ExecutionSpace& space, std::int64_t n, Copy&& copy) {
+  using View = Kokkos::View<std::int64_t*, typename ExecutionSpace::memory_space>;
+  using Policy = Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<std::int64_t>>;
+  View src(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "kvcanary_perf::copy_src"), n);
+  View dst(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "kvcanary_perf::copy_dst"), n);
+  Kokkos::parallel_for("kvcanary_perf::iota", Policy(space, 0, n), IotaFunctor{src.data()});
+  Kokkos::parallel_for("kvcanary_perf::iota", Policy(space, 0, n), IotaFunctor{dst.data()});
+  space.fence();
+  std::vector<double> trials;
+  for (int t = 0; t < 8; ++t) {
+    space.fence();
+    const auto start = Clock::now();
+    copy(src, dst);
+    space.fence();
+    if (t > 0) trials.push_back(seconds_since(start));  // trial 0 is the warm-up
+  }
+  return 2.0 * 8.0 * static_cast<double>(n) / median(trials);
+}
+
 // Host backends: a parallel_for copy of 256 MiB on the backend (so the OpenMP threads count), and one
 // eager empty parallel_for of one element as the launch floor. Medians.
 template <class ExecutionSpace>
@@ -183,21 +205,9 @@ Floor measure_host_floor(const ExecutionSpace& space, const std::string& backend
   const std::int64_t n = (std::int64_t{256} << 20) / 8;
   Floor floor;
   {
-    View src(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "kvcanary_perf::copy_src"), n);
-    View dst(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "kvcanary_perf::copy_dst"), n);
-    // First touch by the same threads that copy.
-    Kokkos::parallel_for("kvcanary_perf::iota", Policy(space, 0, n), IotaFunctor{src.data()});
-    Kokkos::parallel_for("kvcanary_perf::iota", Policy(space, 0, n), IotaFunctor{dst.data()});
-    space.fence();
-    std::vector<double> trials;
-    for (int t = 0; t < 8; ++t) {
-      space.fence();
-      const auto start = Clock::now();
+    floor.copy_bytes_per_s = copy_bandwidth(space, n, [&](const View& src, const View& dst) {
       Kokkos::parallel_for("kvcanary_perf::copy", Policy(space, 0, n), CopyFunctor{src.data(), dst.data()});
-      space.fence();
-      if (t > 0) trials.push_back(seconds_since(start));  // trial 0 is the warm-up
-    }
-    floor.copy_bytes_per_s = 2.0 * 8.0 * static_cast<double>(n) / median(trials);
+    });
     floor.copy_method = "parallel_for copy of 256 MiB int64 on " + backend + " (" +
                         std::to_string(space.concurrency()) + " threads), read+write bytes, median of 7";
   }
