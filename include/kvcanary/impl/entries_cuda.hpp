@@ -9,7 +9,7 @@
 //   block costs less than a second launch (~1 µs in a graph).
 // * Larger batches: two kernels, a one-block rows kernel (offsets, WritePlan, scalars, status) and a
 //   persistent entries kernel that stages the offsets in shared memory when they fit.
-// Entries kernels have a grid sized from the SM count and occupancy and walk tiles (up to 4096 entries)
+// Entries kernels have a grid sized from the SM count and occupancy and walk tiles of 1024 entries
 // with a grid stride; a thread's loads for a whole tile are in flight together.
 
 #include <Kokkos_Core.hpp>
