@@ -1,6 +1,7 @@
 // Randomized differential tests: the library against the host reference, from the same poisoned outputs,
 // on 1000 random calls per entries algorithm. Case i uses seed kBaseSeed + i; a failure prints it, and
-// KVCANARY_TEST_SEED=<seed> reruns that one case alone.
+// KVCANARY_TEST_SEED=<seed> reruns that one case alone. KVCANARY_TEST_CASES=<n> runs only the first n
+// cases (for slow tools such as compute-sanitizer; the coverage checks need the full 1000).
 
 #include "test_random_cases.hpp"
 
@@ -26,6 +27,9 @@ TEST_P(Differential, RandomCasesMatchReference) {
   if (const char* seed = std::getenv("KVCANARY_TEST_SEED")) {
     first = std::stoull(seed);
     cases = 1;
+  } else if (const char* count = std::getenv("KVCANARY_TEST_CASES")) {
+    cases = std::stoi(count);
+    if (cases < 1 || cases > kRandomCases) FAIL() << "KVCANARY_TEST_CASES must be in [1, " << kRandomCases << "]";
   }
   Coverage seen;
   int failed_cases = 0;
