@@ -142,10 +142,7 @@ void plan_host_data(const ExecutionSpace& space, const reference::Inputs& inputs
   const auto n = static_cast<std::int64_t>(outputs.verify_slot_indices.size());
   const auto w = static_cast<std::int64_t>(outputs.write_seed_slot_indices.size());
   VerifyPlan<MemorySpace> verify_plan = allocate_verify_plan(space, n);
-  WritePlan<MemorySpace> write_plan = allocate_write_plan(space, w);
-  // Capacities of the host outputs are carried over as they are (write_offsets included).
-  write_plan.write_offsets = Impl::allocate<Kokkos::View<std::int64_t*, MemorySpace>>(
-      space, "kvcanary::write_offsets", outputs.write_offsets.size());
+  WritePlan<MemorySpace> write_plan = allocate_write_plan(space, w);  // write_offsets: w + 1, checked above
   PlanStatus<MemorySpace> status = allocate_plan_status(space);
   PlanWorkspace<MemorySpace> workspace =
       allocate_plan_workspace(space, static_cast<std::int64_t>(inputs.req_pool_indices.size()));

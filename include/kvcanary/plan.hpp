@@ -6,7 +6,8 @@
 //   plan(space, inputs, verify_plan, write_plan, status, workspace[, options]);
 //
 // * Asynchronous on `space`: it enqueues the offsets scan and the entries expansion (on CUDA, one
-//   fused kernel for batches of up to 256 rows) and returns; results are ready after `space.fence()` or any later work ordered on `space`.
+//   fused kernel for batches of up to 256 rows) and returns; results are ready after `space.fence()`
+//   or any later work ordered on `space`.
 // * Inside it: no allocation, no host-device copy, no fence, so it can be captured in a CUDA graph
 //   and replayed with the inputs refilled in place (up to the shapes, which a graph fixes).
 // * validate() runs first: a call that breaks a host-side rule throws std::invalid_argument before

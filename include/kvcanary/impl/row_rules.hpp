@@ -28,7 +28,6 @@ struct RowFields {
 struct RowGeometry {
   std::int32_t error_bits = 0;
   std::int64_t pool_row = 0;       // req_pool_indices[r], valid only when verify_len > 0 or seed_position >= 0
-  std::int64_t window_start = 0;
   std::int64_t verify_len = 0;
   std::int64_t write_len = 0;
   std::int64_t seed_position = -1; // position of the chain seed token, -1 when the seed is -1
@@ -106,7 +105,6 @@ struct DeviceInputs {
     RowGeometry g;
     g.error_bits = active ? bits : 0;
     g.pool_row = good ? rp : 0;
-    g.window_start = good ? start : 0;
     g.verify_len = (good & (f.prefix > start)) ? f.prefix - start : 0;
     g.write_len = (good & (f.extend > 0)) ? f.extend : 0;
     g.seed_position = (good & (f.prefix > 0) & (f.extend > 0)) ? f.prefix - 1 : -1;
