@@ -23,8 +23,8 @@ KV_SCRIPT=check-install
 # shellcheck source=lib/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 
-kv_deps cpu
-kv_configure "$KV_BUILD_DIR" "${KV_README_OPTIONS[@]}"
+# shellcheck disable=SC2119  # this script's arguments are not CMake arguments
+kv_readme_configure
 kv_build "$KV_BUILD_DIR"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/kvcanary-install-check.XXXXXX")

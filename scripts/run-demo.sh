@@ -15,10 +15,8 @@ KV_SCRIPT=run-demo
 # shellcheck source=lib/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 
-kv_log "dependencies"
-kv_deps cpu
-kv_log "configure $KV_BUILD_DIR (Kokkos: $KOKKOS_PREFIX)"
-kv_configure "$KV_BUILD_DIR" "${KV_README_OPTIONS[@]}"
+# shellcheck disable=SC2119  # this script's arguments are not CMake arguments
+kv_readme_configure
 kv_log "build kvcanary-plan ($JOBS jobs)"
 kv_build "$KV_BUILD_DIR" kvcanary-plan
 tool=$KV_BUILD_DIR/src/cli/kvcanary-plan

@@ -16,10 +16,7 @@ KV_SCRIPT=run-tests
 # shellcheck source=lib/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 
-kv_log "dependencies"
-kv_deps cpu
-kv_log "configure $KV_BUILD_DIR (Kokkos: $KOKKOS_PREFIX)"
-kv_configure "$KV_BUILD_DIR" "${KV_README_OPTIONS[@]}" "$@"
+kv_readme_configure "$@"
 kv_log "build ($JOBS jobs)"
 kv_build "$KV_BUILD_DIR"
 kv_log "test"

@@ -6,6 +6,7 @@
 #   kv_configure DIR ARGS...   configures kvcanary into DIR with Ninja, Release (unless ARGS say
 #                              otherwise) and CMAKE_PREFIX_PATH=$KOKKOS_PREFIX
 #   kv_build DIR [TARGET...]   builds DIR (everything, or the given targets) with $JOBS jobs
+#   kv_readme_configure ARGS   kv_deps cpu + kv_configure of the README build ($KV_BUILD_DIR)
 #
 # Environment understood by every script:
 #   JOBS   parallel build jobs (default: nproc)
@@ -49,3 +50,10 @@ kv_build() {  # kv_build DIR [TARGET...]
 # run-demo.sh and check-install.sh so that none of them reconfigures what another one built.
 KV_BUILD_DIR=${KVCANARY_BUILD_DIR:-$KV_ROOT/build}
 KV_README_OPTIONS=(-DKVCanary_ENABLE_TESTS=ON -DKVCanary_ENABLE_CLI=ON -DKVCanary_ENABLE_BENCHMARKS=ON)
+
+kv_readme_configure() {  # kv_readme_configure [EXTRA CMAKE ARGS...]: cpu dependencies + the README build
+  kv_log "dependencies"
+  kv_deps cpu
+  kv_log "configure $KV_BUILD_DIR (Kokkos: $KOKKOS_PREFIX)"
+  kv_configure "$KV_BUILD_DIR" "${KV_README_OPTIONS[@]}" "$@"
+}
