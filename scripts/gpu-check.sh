@@ -5,7 +5,8 @@
 #                                       (default: build test sanitize)
 #
 # build     Kokkos 3.4.01 + Kokkos Kernels (cuda flavour, sm_90) from the offline source bundle, then
-#           kvcanary, its unit tests, CLI and perf tests, with $JOBS jobs (default: all cores).
+#           kvcanary, its unit tests, CLI and perf tests, with $JOBS jobs (default: all cores), with
+#           -lineinfo (no effect on the code; sanitizer and profiler reports get file:line).
 # test      the CUDA unit tests (both entries algorithms) and the CUDA-graph test.
 # perf      the CUDA perf_tests, JSON to $REPORT_DIR/perf_cuda.json ($PERF_ARGS added).
 # sanitize  compute-sanitizer memcheck and racecheck on the CUDA unit tests and the graph test
@@ -49,7 +50,7 @@ if has build; then
   t1=$(date +%s)
   cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
         -DCMAKE_CXX_COMPILER="$KOKKOS_DEPS_PREFIX/kokkos-3.4.01-cuda-sm90/bin/nvcc_wrapper" \
-        -DCMAKE_PREFIX_PATH="$prefix_path" > "$REPORT_DIR/configure.log" 2>&1 \
+        -DCMAKE_CXX_FLAGS=-lineinfo -DCMAKE_PREFIX_PATH="$prefix_path" > "$REPORT_DIR/configure.log" 2>&1 \
     || { tail -30 "$REPORT_DIR/configure.log"; say "FAILED: configure"; exit 1; }
   # The GPU's targets only: the host backends' tests run in CI.
   cmake --build "$BUILD" -j "$JOBS" --target kvcanary_unit_tests_cuda kvcanary_unit_tests_cuda_graph \
@@ -99,6 +100,9 @@ if has sanitize; then
     $SAN_TIMEOUT compute-sanitizer --tool "$tool" --error-exitcode 99 "$@" > "$log" 2>&1
     local rc=$?; [ $rc -eq 0 ] || status=1
     say "$tool $(basename "$1") ${*:2}: rc=$rc, $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -1) $(grep -E '^\[  (PASSED|FAILED)  \]' "$log" | tr '\n' ' ')"
+    # The first hazards or errors, with file:line (the build has -lineinfo).
+    [ $rc -eq 0 ] || grep -m 12 -E '(Error|Warning|WARNING|ERROR).*(access|hazard|Race)|^=========  +(Write|Read) ' "$log" \
+      | cut -c1-400 | tee -a "$SUMMARY"
   }
   sanitize memcheck unit "$unit" --gtest_filter='*:-*Differential*'
   KVCANARY_TEST_CASES=${SANITIZER_RANDOM_CASES:-100} sanitize memcheck differential "$unit" --gtest_filter='*Differential*'

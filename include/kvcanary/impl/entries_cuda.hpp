@@ -41,10 +41,8 @@ inline void cuda_check(cudaError_t error, const char* call, const char* file, in
 namespace CudaPersistent {
 
 constexpr int kTileThreads = 256;       // blocks of the fused and the entries kernels
-constexpr int kEntriesPerBatch = 4;     // per thread; all loads of a batch are issued before any store
-constexpr int kBatchesPerTile = 1;      // batches per tile (the row range is searched once a tile); 4 made bs 256 slower (perf-notes v3)
-constexpr std::int64_t kBatchEntries = std::int64_t(kTileThreads) * kEntriesPerBatch;
-constexpr std::int64_t kMaxTileEntries = kBatchEntries * kBatchesPerTile;
+constexpr int kEntriesPerThread = 4;    // per tile; all loads of a tile are issued before any store
+constexpr std::int64_t kTileEntries = std::int64_t(kTileThreads) * kEntriesPerThread;  // 4x larger was slower (perf-notes v3)
 constexpr std::int64_t kFusedMaxRows = kTileThreads;  // the fused kernel gives each row one thread
 constexpr int kRowsThreads = 512;       // the rows kernel: one block (128 registers a thread)
 constexpr int kRowsPerThread = 4;
@@ -71,49 +69,102 @@ __device__ inline ScanPair lengths(const RowGeometry& g) {
   return {g.verify_len, static_cast<std::uint64_t>(g.write_len)};
 }
 
-// Expands entries [begin, end) of the flat verify array (at most kMaxTileEntries) with one block: the
-// tile's row range once, then batches of kEntriesPerBatch entries per thread, in phases unrolled over
-// the batch so that their loads are in flight together: owners (offsets only), row inputs, entry
-// values (req_to_token, pool, LUT), then the stores. A store between loads would serialize them: the
-// int64 outputs may alias the int64 inputs.
-template <class MemorySpace, class Offsets>
-__device__ void expand_tile(const DeviceInputs<MemorySpace>& in, const DeviceOutputs<MemorySpace>& out,
-                            const Offsets& offsets, std::int64_t batch_size, std::int64_t begin, std::int64_t end) {
-  const std::int64_t first_row = owner_row(offsets, 0, batch_size - 1, begin);
-  const std::int64_t last_row = owner_row(offsets, first_row, batch_size - 1, end - 1);
-  std::int64_t r = first_row;  // rows only grow with the entry index
-  for (std::int64_t batch = begin; batch < end; batch += kBatchEntries) {
-    std::int64_t row[kEntriesPerBatch], j[kEntriesPerBatch];
+// Row inputs for the tile phase: read from global memory, or from the shared copy a kernel staged.
+template <class MemorySpace>
+struct GlobalRowFields {
+  const DeviceInputs<MemorySpace>& in;
+  __device__ RowFields operator()(std::int64_t r) const { return in.row_fields(r); }
+};
+
+struct SharedRowFields {
+  const RowFields* data;
+  __device__ RowFields operator()(std::int64_t r) const { return data[r]; }
+};
+
+// A tile inside one row, the common case when rows are longer than a tile: the row's inputs and
+// base pointers once, then per entry one req_to_token load, one pool load and the stores. Entries of
+// a warp have consecutive positions, so an entry's predecessor slot is the slot of the lane below
+// (one LUT gather per entry, not two); lane 0 loads its own.
+template <class MemorySpace>
+__device__ void expand_row_tile(const DeviceInputs<MemorySpace>& in, const DeviceOutputs<MemorySpace>& out,
+                                const RowFields& f, std::int64_t row_begin, std::int64_t begin,
+                                std::int64_t end) {
+  const std::int64_t first_position = in.window_start(f.prefix) + (begin - row_begin);
+  const std::int32_t* const tokens = &in.req_to_token(f.pool_row, 0);
+  const std::int32_t* const pool = in.has_pool ? &in.pool(f.pool_row, 0) : nullptr;
+  const std::int64_t pool_end = in.has_pool ? f.valid_len : 0;  // expected tokens at [0, valid_len) of the pool row
+  const bool lane0 = threadIdx.x % 32 == 0;
+  std::int64_t position[kEntriesPerThread];
+  std::int32_t raw[kEntriesPerThread], raw_before[kEntriesPerThread], token[kEntriesPerThread];
 #pragma unroll
-    for (int k = 0; k < kEntriesPerBatch; ++k) {
-      const std::int64_t i = batch + k * kTileThreads + threadIdx.x;
-      const std::int64_t live = i < end ? i : end - 1;  // dead lanes repeat the last entry, never stored
-      r = owner_row(offsets, r, last_row, live);
-      row[k] = r;
-      j[k] = live - offsets(r);
-    }
-    RowFields fields[kEntriesPerBatch];
+  for (int k = 0; k < kEntriesPerThread; ++k) {
+    const std::int64_t i = begin + k * kTileThreads + threadIdx.x;
+    position[k] = first_position + ((i < end ? i : end - 1) - begin);  // dead lanes repeat the last entry
+    const std::int64_t s = position[k] + in.token_offset;
+    raw[k] = tokens[position[k]];
+    raw_before[k] = (lane0 & (position[k] > 0)) ? tokens[position[k] - 1] : -1;
+    token[k] = (s >= 0 && s < pool_end) ? pool[s] : -1;
+  }
+  std::int64_t slot[kEntriesPerThread], before[kEntriesPerThread];
 #pragma unroll
-    for (int k = 0; k < kEntriesPerBatch; ++k) fields[k] = in.row_fields(row[k]);
-    EntryValues values[kEntriesPerBatch];
+  for (int k = 0; k < kEntriesPerThread; ++k) {
+    slot[k] = in.translate(raw[k]);
+    before[k] = lane0 ? in.translate(raw_before[k]) : 0;
+  }
 #pragma unroll
-    for (int k = 0; k < kEntriesPerBatch; ++k) values[k] = entry_values(in, fields[k], j[k]);
-#pragma unroll
-    for (int k = 0; k < kEntriesPerBatch; ++k) {
-      const std::int64_t i = batch + k * kTileThreads + threadIdx.x;
-      if (i < end) store_entry(out, i, values[k]);
-    }
+  for (int k = 0; k < kEntriesPerThread; ++k) {
+    const std::int64_t below = __shfl_up_sync(0xffffffffu, slot[k], 1);
+    const std::int64_t i = begin + k * kTileThreads + threadIdx.x;
+    if (i < end) store_entry(out, i, EntryValues{slot[k], token[k], position[k], lane0 ? before[k] : below});
   }
 }
 
-// Tiles blockIdx.x, blockIdx.x + gridDim.x, ... of [0, total), of tile_entries each.
-template <class MemorySpace, class Offsets>
+// Expands entries [begin, end) of the flat verify array (at most kTileEntries) with one block. A tile
+// inside one row goes to expand_row_tile; otherwise each thread's entries go in phases unrolled
+// over the entries so that their loads are in flight together: owners (offsets only), row inputs,
+// entry values (req_to_token, pool, LUT), then the stores. A store between loads would serialize
+// them: the int64 outputs may alias the int64 inputs.
+template <class MemorySpace, class Offsets, class Rows>
+__device__ void expand_tile(const DeviceInputs<MemorySpace>& in, const DeviceOutputs<MemorySpace>& out,
+                            const Offsets& offsets, const Rows& rows, std::int64_t batch_size,
+                            std::int64_t begin, std::int64_t end) {
+  const std::int64_t first_row = owner_row(offsets, 0, batch_size - 1, begin);
+  const std::int64_t last_row = owner_row(offsets, first_row, batch_size - 1, end - 1);
+  if (first_row == last_row) {  // block-uniform
+    expand_row_tile(in, out, rows(first_row), offsets(first_row), begin, end);
+    return;
+  }
+  std::int64_t row[kEntriesPerThread], j[kEntriesPerThread];
+  std::int64_t r = first_row;  // rows only grow with the entry index
+#pragma unroll
+  for (int k = 0; k < kEntriesPerThread; ++k) {
+    const std::int64_t i = begin + k * kTileThreads + threadIdx.x;
+    const std::int64_t live = i < end ? i : end - 1;  // dead lanes repeat the last entry, never stored
+    r = owner_row(offsets, r, last_row, live);
+    row[k] = r;
+    j[k] = live - offsets(r);
+  }
+  RowFields fields[kEntriesPerThread];
+#pragma unroll
+  for (int k = 0; k < kEntriesPerThread; ++k) fields[k] = rows(row[k]);
+  EntryValues values[kEntriesPerThread];
+#pragma unroll
+  for (int k = 0; k < kEntriesPerThread; ++k) values[k] = entry_values(in, fields[k], j[k]);
+#pragma unroll
+  for (int k = 0; k < kEntriesPerThread; ++k) {
+    const std::int64_t i = begin + k * kTileThreads + threadIdx.x;
+    if (i < end) store_entry(out, i, values[k]);
+  }
+}
+
+// Tiles blockIdx.x, blockIdx.x + gridDim.x, ... of [0, total).
+template <class MemorySpace, class Offsets, class Rows>
 __device__ void expand_tiles(const DeviceInputs<MemorySpace>& in, const DeviceOutputs<MemorySpace>& out,
-                             const Offsets& offsets, std::int64_t batch_size, std::int64_t total,
-                             std::int64_t tile_entries) {
-  const std::int64_t stride = std::int64_t(gridDim.x) * tile_entries;
-  for (std::int64_t begin = std::int64_t(blockIdx.x) * tile_entries; begin < total; begin += stride)
-    expand_tile(in, out, offsets, batch_size, begin, begin + tile_entries < total ? begin + tile_entries : total);
+                             const Offsets& offsets, const Rows& rows, std::int64_t batch_size,
+                             std::int64_t total) {
+  for (std::int64_t begin = std::int64_t(blockIdx.x) * kTileEntries; begin < total;
+       begin += std::int64_t(gridDim.x) * kTileEntries)
+    expand_tile(in, out, offsets, rows, batch_size, begin, begin + kTileEntries < total ? begin + kTileEntries : total);
 }
 
 // SPEC §4: write_offsets after [bs] are zeroed, every call; spread over the grid.
@@ -147,9 +198,10 @@ struct BlockStatus {
 template <class MemorySpace>
 __global__ void __launch_bounds__(kTileThreads)
     fused_plan_kernel(const DeviceInputs<MemorySpace> in, const DeviceOutputs<MemorySpace> out,
-                      const std::int64_t batch_size, const std::int64_t tile_entries) {
+                      const std::int64_t batch_size) {
   using BlockScan = cub::BlockScan<ScanPair, kTileThreads>;
   __shared__ std::int64_t offsets[kFusedMaxRows + 1];
+  __shared__ RowFields rows[kFusedMaxRows];  // the tile phase reads row inputs here, not from global memory
   __shared__ typename BlockScan::TempStorage scan_storage;
   __shared__ BlockStatus status;
   const bool leader = blockIdx.x == 0;
@@ -159,7 +211,9 @@ __global__ void __launch_bounds__(kTileThreads)
   const std::int64_t r = threadIdx.x;
   const bool mine_row = r < batch_size;
   // Rows past the batch read the last row (in bounds, all loads unconditional) and count for nothing.
-  const RowGeometry g = (batch_size > 0 && mine_row) ? in.row_geometry(r) : RowGeometry{};
+  const RowFields f = mine_row ? in.row_fields(r) : RowFields{0, 0, 0, 0};
+  if (mine_row) rows[r] = f;
+  const RowGeometry g = in.row_geometry(f);  // an all-zero row is padding: it counts for nothing
   if (leader && mine_row) status.add(g, r);
   // The seed's req_to_token load is issued now and used after the scan, so it overlaps the scan.
   const std::int32_t seed_raw =
@@ -178,7 +232,7 @@ __global__ void __launch_bounds__(kTileThreads)
   zero_write_offsets_tail(out, batch_size);
 
   if (totals.verify > out.verify_capacity()) return;  // overflow: the verify arrays stay untouched
-  expand_tiles(in, out, SharedOffsets{offsets}, batch_size, totals.verify, tile_entries);
+  expand_tiles(in, out, SharedOffsets{offsets}, SharedRowFields{rows}, batch_size, totals.verify);
 }
 
 // The offsets stage for larger batches, in one block: chunks of kRowsChunk rows, each thread loading
@@ -236,16 +290,16 @@ __global__ void __launch_bounds__(kRowsThreads)
 template <class MemorySpace>
 __global__ void __launch_bounds__(kTileThreads)
     entries_kernel(const DeviceInputs<MemorySpace> in, const DeviceOutputs<MemorySpace> out,
-                   const std::int64_t batch_size, const std::int64_t tile_entries) {
+                   const std::int64_t batch_size) {
   __shared__ std::int64_t offsets[kSharedOffsetsRows + 1];
   if (out.enable() == 0) return;  // overflow: the verify arrays stay untouched
   const std::int64_t total = out.verify_offsets(batch_size);
   if (batch_size <= kSharedOffsetsRows) {
     for (std::int64_t r = threadIdx.x; r <= batch_size; r += kTileThreads) offsets[r] = out.verify_offsets(r);
     __syncthreads();
-    expand_tiles(in, out, SharedOffsets{offsets}, batch_size, total, tile_entries);
+    expand_tiles(in, out, SharedOffsets{offsets}, GlobalRowFields<MemorySpace>{in}, batch_size, total);
   } else {
-    expand_tiles(in, out, out.verify_offsets, batch_size, total, tile_entries);
+    expand_tiles(in, out, out.verify_offsets, GlobalRowFields<MemorySpace>{in}, batch_size, total);
   }
 }
 
@@ -272,20 +326,11 @@ struct Kernels {
   }
 };
 
-// Grid and tile size from the capacity (the host's only bound on the total): enough blocks to fill
-// the device first, then tiles grow up to kMaxTileEntries so that each block searches its row
-// range fewer times.
-struct Launch {
-  unsigned blocks;
-  std::int64_t tile_entries;
-};
-
-inline Launch launch_shape(std::int64_t verify_capacity, int resident) {
-  const std::int64_t per_block = (verify_capacity + resident - 1) / resident;
-  std::int64_t tile = (per_block + kBatchEntries - 1) / kBatchEntries * kBatchEntries;
-  tile = tile < kBatchEntries ? kBatchEntries : (tile > kMaxTileEntries ? kMaxTileEntries : tile);
-  const std::int64_t tiles = (verify_capacity + tile - 1) / tile;
-  return {static_cast<unsigned>(tiles < 1 ? 1 : (tiles < resident ? tiles : resident)), tile};
+// Tiles of kTileEntries up to the capacity (the host's only bound on the total), at most as many
+// blocks as fit on the device at once; at least one block.
+inline unsigned grid_blocks(std::int64_t verify_capacity, int resident) {
+  const std::int64_t tiles = (verify_capacity + kTileEntries - 1) / kTileEntries;
+  return static_cast<unsigned>(tiles < 1 ? 1 : (tiles < resident ? tiles : resident));
 }
 
 }  // namespace CudaPersistent
@@ -305,17 +350,15 @@ struct EntriesBackend<Kokkos::Cuda> {
       const int resident = Kernels<MemorySpace>::fused_blocks(device);
       if (resident <= 0) return false;
       Kokkos::Profiling::pushRegion("kvcanary::plan::entries[cuda_persistent_fused]");
-      const Launch shape = launch_shape(out.verify_capacity(), resident);
-      fused_plan_kernel<MemorySpace><<<shape.blocks, kTileThreads, 0, stream>>>(in, out, batch_size,
-                                                                                shape.tile_entries);
+      fused_plan_kernel<MemorySpace>
+          <<<grid_blocks(out.verify_capacity(), resident), kTileThreads, 0, stream>>>(in, out, batch_size);
     } else {
       const int resident = Kernels<MemorySpace>::entries_blocks(device);
       if (resident <= 0) return false;
       Kokkos::Profiling::pushRegion("kvcanary::plan::entries[cuda_persistent]");
       rows_kernel<MemorySpace><<<1, kRowsThreads, 0, stream>>>(in, out, batch_size);
-      const Launch shape = launch_shape(out.verify_capacity(), resident);
-      entries_kernel<MemorySpace><<<shape.blocks, kTileThreads, 0, stream>>>(in, out, batch_size,
-                                                                             shape.tile_entries);
+      entries_kernel<MemorySpace>
+          <<<grid_blocks(out.verify_capacity(), resident), kTileThreads, 0, stream>>>(in, out, batch_size);
     }
     Kokkos::Profiling::popRegion();
     KVCANARY_CUDA_CHECK(cudaGetLastError());
