@@ -37,9 +37,13 @@ struct EntriesTeamFunctor {
         const std::int64_t segment_end = row_end < end ? row_end : end;
         const RowFields fields = in.row_fields(row);
         const std::int64_t row_begin = out.verify_offsets(row);
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, segment, segment_end), [&](const std::int64_t i) {
-          store_entry(out, i, entry_values(in, fields, i - row_begin));
-        });
+        if (team.team_size() == 1) {  // host backends: one thread walks the segment in order
+          expand_row_run(in, out, fields, row_begin, segment, segment_end);
+        } else {
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, segment, segment_end), [&](const std::int64_t i) {
+            store_entry(out, i, entry_values(in, fields, i - row_begin));
+          });
+        }
         segment = segment_end;
       }
     }

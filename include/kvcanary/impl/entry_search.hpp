@@ -51,6 +51,30 @@ KOKKOS_INLINE_FUNCTION void store_entry(const DeviceOutputs<MemorySpace>& out, s
   out.verify_prev_slot_indices(i) = v.prev_slot;
 }
 
+// Entries [begin, end) of one row, by one thread in order (host backends, whose teams are one
+// thread): each slot is also the next entry's prev_slot, so every LUT gather happens once, and the
+// LUT line of an entry a few positions ahead is prefetched (SWA LUT reads are random cache misses).
+template <class MemorySpace>
+KOKKOS_INLINE_FUNCTION void expand_row_run(const DeviceInputs<MemorySpace>& in, const DeviceOutputs<MemorySpace>& out,
+                                           const RowFields& f, std::int64_t row_begin, std::int64_t begin,
+                                           std::int64_t end) {
+  constexpr std::int64_t kPrefetchDistance = 16;
+  if (begin >= end) return;  // empty rows (padding, bad rows) read nothing
+  std::int64_t position = in.window_start(f.prefix) + (begin - row_begin);
+  std::int64_t prev = position > 0 ? in.slot_at(f.pool_row, position - 1) : -1;
+  for (std::int64_t i = begin; i < end; ++i, ++position) {
+#if defined(__GNUC__) && !defined(__CUDA_ARCH__)
+    if (in.has_lut && position + kPrefetchDistance < in.max_seq_len) {
+      const std::int32_t ahead = in.req_to_token(f.pool_row, position + kPrefetchDistance);
+      if (ahead >= 0) __builtin_prefetch(&in.lut(ahead < in.lut_len ? ahead : in.lut_len - 1));
+    }
+#endif
+    const std::int64_t slot = in.slot_at(f.pool_row, position);
+    store_entry(out, i, EntryValues{slot, in.expected_token(f.pool_row, f.valid_len, position), position, prev});
+    prev = slot;
+  }
+}
+
 }  // namespace Impl
 }  // namespace kvcanary
 
