@@ -101,7 +101,7 @@ if has sanitize; then
     local rc=$?; [ $rc -eq 0 ] || status=1
     say "$tool $(basename "$1") ${*:2}: rc=$rc, $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -1) $(grep -E '^\[  (PASSED|FAILED)  \]' "$log" | tr '\n' ' ')"
     # The first hazards or errors, with file:line (the build has -lineinfo).
-    [ $rc -eq 0 ] || grep -m 12 -E '(Error|Warning|WARNING|ERROR).*(access|hazard|Race)|^=========  +(Write|Read) ' "$log" \
+    [ $rc -eq 0 ] || grep -m 12 -E '(Error|Warning|WARNING|ERROR).*(access|hazard|Race)|^=+ +and (Write|Read) ' "$log" \
       | cut -c1-400 | tee -a "$SUMMARY"
   }
   sanitize memcheck unit "$unit" --gtest_filter='*:-*Differential*'

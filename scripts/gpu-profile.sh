@@ -22,6 +22,8 @@ for w in $WORKLOADS; do
       --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis \
       "$PERF" --benchmark_filter="^plan/$w/persistent/stream\$" --benchmark_min_time=0.05 > "$report" 2>&1
   echo "== $w (ncu rc=$?)"
-  grep -E '_kernel<|^ +(Duration|DRAM Throughput|Memory Throughput|L2 Hit Rate|Grid Size|Registers Per Thread|Achieved Occupancy|Warp Cycles Per Issued Instruction|Issued Warp Per Scheduler|No Eligible) ' "$report" \
-    | sed -E 's/\(.*//; s/ +/ /g' | cut -c1-160
+  # Kernel lines, then the key metrics of each ("    Duration   us   3.68").
+  grep -E '_kernel<|^ +(Duration|DRAM Throughput|Memory Throughput|L2 Hit Rate|Registers Per Thread|Achieved Occupancy|Warp Cycles Per Issued Instruction|Issued Warp Per Scheduler|No Eligible|Executed Ipc Active) ' "$report" \
+    | sed -E 's/^ *(void )?kvcanary::Impl::CudaPersistent::([a-z_]+)<.*\) \(([0-9, ]+)\)x\(([0-9, ]+)\).*/  \2 grid (\3) block (\4)/; s/ +/ /g' | cut -c1-160
+  grep -q '_kernel<' "$report" || tail -5 "$report"
 done
