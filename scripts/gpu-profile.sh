@@ -4,7 +4,7 @@
 #   scripts/gpu-profile.sh [WORKLOAD...]     (default: every workload of perf_tests/workloads.hpp)
 #
 # Needs the build of `scripts/gpu-check.sh build` (build-gpu/). Profiles two kernel launches of the
-# `plan/<workload>/persistent/stream` benchmark after the warm-up, with warm caches and the clocks
+# `plan/<workload>/persistent/stream` benchmark (its full name ends in /manual_time) after the warm-up, with warm caches and the clocks
 # left alone (--cache-control none --clock-control none), so durations resemble back-to-back calls.
 # Full reports go to $REPORT_DIR/ncu-<workload>.txt; the key lines are printed.
 set -uo pipefail
@@ -19,8 +19,8 @@ for w in $WORKLOADS; do
   report=$REPORT_DIR/ncu-$w.txt
   ncu --clock-control none --cache-control none -k 'regex:fused_plan_kernel|rows_kernel|entries_kernel' \
       --launch-skip 2 --launch-count 2 --section SpeedOfLight --section LaunchStats --section Occupancy \
-      --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis \
-      "$PERF" --benchmark_filter="^plan/$w/persistent/stream\$" --benchmark_min_time=0.05 > "$report" 2>&1
+      --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis --section SourceCounters \
+      "$PERF" --benchmark_filter="^plan/$w/persistent/stream/" --benchmark_min_time=0.05 > "$report" 2>&1
   echo "== $w (ncu rc=$?)"
   # Kernel lines, then the key metrics of each ("    Duration   us   3.68").
   grep -E '_kernel<|^ +(Duration|DRAM Throughput|Memory Throughput|L2 Hit Rate|Registers Per Thread|Achieved Occupancy|Warp Cycles Per Issued Instruction|Issued Warp Per Scheduler|No Eligible|Executed Ipc Active) ' "$report" \
