@@ -44,8 +44,8 @@ for f in "$config_dir/KVCanaryConfig.cmake" "$config_dir/KVCanaryConfigVersion.c
   if [ -f "$f" ]; then kv_log "installed: ${f#"$prefix"/}"; else kv_log "MISSING: ${f#"$prefix"/}"; missing=1; fi
 done
 [ "$missing" = 0 ] || kv_die "the install tree is incomplete"
-if grep -rqF "$KV_ROOT" "$config_dir"; then
-  kv_die "the installed package files name the source or build tree ($KV_ROOT): $(grep -rlF "$KV_ROOT" "$config_dir" | tr '\n' ' ')"
+if grep -rqF "$KV_ROOT/" "$config_dir"; then
+  kv_die "the installed package files name the source or build tree ($KV_ROOT/): $(grep -rlF "$KV_ROOT/" "$config_dir" | tr '\n' ' ')"
 fi
 # The CLI is installed too when the build has it: it must run from the (relocated) tree; checked below.
 has_cli=0
