@@ -4,8 +4,9 @@
 #   scripts/gpu-profile.sh [WORKLOAD...]     (default: every workload of perf_tests/workloads.hpp)
 #
 # Needs the build of `scripts/gpu-check.sh build` (build-gpu/). Profiles two kernel launches of the
-# `plan/<workload>/persistent/stream` benchmark (its full name ends in /manual_time) after the warm-up, with warm caches and the clocks
-# left alone (--cache-control none --clock-control none), so durations resemble back-to-back calls.
+# `plan/<workload>/persistent/stream` benchmark (full name: .../manual_time) after the warm-up, with
+# warm caches and the clocks left alone (--cache-control none --clock-control none), so durations
+# resemble back-to-back calls.
 # Full reports go to $REPORT_DIR/ncu-<workload>.txt; the key lines are printed.
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

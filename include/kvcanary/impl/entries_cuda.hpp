@@ -210,10 +210,10 @@ __global__ void __launch_bounds__(kTileThreads)
 
   const std::int64_t r = threadIdx.x;
   const bool mine_row = r < batch_size;
-  // Rows past the batch read the last row (in bounds, all loads unconditional) and count for nothing.
+  // Threads past the batch read nothing: their all-zero row is padding and counts for nothing.
   const RowFields f = mine_row ? in.row_fields(r) : RowFields{0, 0, 0, 0};
   if (mine_row) rows[r] = f;
-  const RowGeometry g = in.row_geometry(f);  // an all-zero row is padding: it counts for nothing
+  const RowGeometry g = in.row_geometry(f);
   if (leader && mine_row) status.add(g, r);
   // The seed's req_to_token load is issued now and used after the scan, so it overlaps the scan.
   const std::int32_t seed_raw =
