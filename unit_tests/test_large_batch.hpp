@@ -35,6 +35,32 @@ TEST_P(LargeBatch, HundredThousandRowsMatchReference) {
   EXPECT_EQ(out.write_seed_slot_indices[kRows - 1], 7 * 8 + 7);
 }
 
+// Mostly padding, with a long row every 997 rows and a bad row in an early and a late part of the
+// batch: tiles of the verify array span many rows (more than a GPU block stages), and the status
+// must combine rows that different blocks of a GPU kernel see.
+TEST_P(LargeBatch, SparseLongRowsAndLateBadRowsMatchReference) {
+  constexpr std::int64_t kRows = 60000;
+  Inputs in = linear(64, 1500);
+  for (std::int64_t r = 0; r < kRows; ++r) {
+    const bool long_row = r % 997 == 5;
+    in.req_pool_indices.push_back(long_row ? 1 + r % 63 : 0);
+    in.prefix_lens.push_back(long_row ? 1000 + r % 500 : 123456);  // padding rows are never inspected
+    in.extend_seq_lens.push_back(long_row ? 2 : -7);
+  }
+  in.req_pool_indices[41000] = 64;  // bad pool index (bit 1), in a late block
+  in.req_pool_indices[23000] = 3;   // prefix past max_seq_len (bit 2): the first bad row
+  in.prefix_lens[23000] = 1501;
+  in.req_pool_indices[kRows - 1] = 9;  // the last row has a seed
+  in.prefix_lens[kRows - 1] = 1500;
+  in.extend_seq_lens[kRows - 1] = 1;
+
+  const Outputs out = plan_checked(in, {63 * 1500, kRows});
+  EXPECT_EQ(out.input_error_bits, 1 | 2);
+  EXPECT_EQ(out.first_bad_row, 23000);
+  EXPECT_EQ(out.enable, 1);
+  EXPECT_EQ(out.write_seed_slot_indices[kRows - 1], 9 * 1500 + 1499);
+}
+
 KVCANARY_INSTANTIATE_OVER_ALGORITHMS(LargeBatch);
 
 }  // namespace kvcanary_test

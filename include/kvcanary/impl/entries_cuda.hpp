@@ -7,8 +7,10 @@
 //   memory (one row per thread, one CUB block scan), block 0 also writes the WritePlan, the scalars
 //   and the status, then all blocks expand their tiles of the verify array. Recomputing 256 rows per
 //   block costs less than a second launch (~1 µs in a graph).
-// * Larger batches: two kernels, a one-block rows kernel (offsets, WritePlan, scalars, status) and a
-//   persistent entries kernel that stages the offsets in shared memory when they fit.
+// * Larger batches: two kernels. The rows kernel spreads the rows over up to kRowsMaxBlocks blocks;
+//   each block first adds up the rows before its own (re-reading them instead of waiting on other
+//   blocks), then scans its own and writes their offsets; the last block writes the totals and the
+//   status. The entries kernel finds each tile's rows with a block-wide search and stages only those.
 // Entries kernels have a grid sized from the SM count and occupancy and walk tiles of 1024 entries
 // with a grid stride; a thread's loads for a whole tile are in flight together.
 
@@ -17,9 +19,10 @@
 #ifdef KOKKOS_ENABLE_CUDA
 
 #include <kvcanary/impl/backend.hpp>
-#include <kvcanary/impl/entry_search.hpp>
+#include <kvcanary/impl/cuda_tiles.hpp>
 #include <kvcanary/impl/offsets.hpp>
 
+#include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
 #include <cuda_runtime.h>
 
@@ -40,19 +43,11 @@ inline void cuda_check(cudaError_t error, const char* call, const char* file, in
 
 namespace CudaPersistent {
 
-constexpr int kTileThreads = 256;       // blocks of the fused and the entries kernels
-constexpr int kEntriesPerThread = 4;    // per tile; all loads of a tile are issued before any store
-constexpr std::int64_t kTileEntries = std::int64_t(kTileThreads) * kEntriesPerThread;  // 4x larger was slower (perf-notes v3)
 constexpr std::int64_t kFusedMaxRows = kTileThreads;  // the fused kernel gives each row one thread
-constexpr int kRowsThreads = 512;       // the rows kernel: one block (128 registers a thread)
-constexpr int kRowsPerThread = 4;
-constexpr std::int64_t kRowsChunk = std::int64_t(kRowsThreads) * kRowsPerThread;
-constexpr std::int64_t kSharedOffsetsRows = 4096;  // the entries kernel stages offsets in shared memory
-
-struct SharedOffsets {
-  const std::int64_t* data;
-  __device__ std::int64_t operator()(std::int64_t i) const { return data[i]; }
-};
+constexpr int kRowsThreads = 256;        // the rows kernel: one row a thread per chunk
+constexpr int kRowsMaxBlocks = 64;       // rows re-read before a block grow with the block count
+constexpr int kSummaryRowsPerThread = 8; // rows a thread loads at once when adding up earlier rows
+constexpr std::int64_t kStagedRows = 512;  // the entries kernel stages a tile's rows when they fit
 
 struct ScanPair {
   std::int64_t verify;
@@ -69,111 +64,22 @@ __device__ inline ScanPair lengths(const RowGeometry& g) {
   return {g.verify_len, static_cast<std::uint64_t>(g.write_len)};
 }
 
-// Row inputs for the tile phase: read from global memory, or from the shared copy a kernel staged.
-template <class MemorySpace>
-struct GlobalRowFields {
-  const DeviceInputs<MemorySpace>& in;
-  __device__ RowFields operator()(std::int64_t r) const { return in.row_fields(r); }
+// The rows that a run of batch rows adds up to: their lengths and their status.
+struct RowsSummary {
+  ScanPair lengths;
+  int error_bits;
+  int first_bad_row;  // INT_MAX when none
 };
 
-struct SharedRowFields {
-  const RowFields* data;
-  __device__ RowFields operator()(std::int64_t r) const { return data[r]; }
+struct RowsSummarySum {
+  __device__ RowsSummary operator()(const RowsSummary& a, const RowsSummary& b) const {
+    return {ScanPairSum()(a.lengths, b.lengths), a.error_bits | b.error_bits,
+            a.first_bad_row < b.first_bad_row ? a.first_bad_row : b.first_bad_row};
+  }
 };
 
-// A tile inside one row, the common case when rows are longer than a tile: the row's inputs and
-// base pointers once, then per entry one req_to_token load, one pool load and the stores. Entries of
-// a warp have consecutive positions, so an entry's predecessor slot is the slot of the lane below
-// (one LUT gather per entry, not two); lane 0 loads its own.
-template <class MemorySpace>
-__device__ void expand_row_tile(const DeviceInputs<MemorySpace>& in, const DeviceOutputs<MemorySpace>& out,
-                                const RowFields& f, std::int64_t row_begin, std::int64_t begin,
-                                std::int64_t end) {
-  const std::int64_t first_position = in.window_start(f.prefix) + (begin - row_begin);
-  const std::int32_t* const tokens = &in.req_to_token(f.pool_row, 0);
-  const std::int32_t* const pool = in.has_pool ? &in.pool(f.pool_row, 0) : nullptr;
-  const std::int64_t pool_end = in.has_pool ? f.valid_len : 0;  // expected tokens at [0, valid_len) of the pool row
-  const bool lane0 = threadIdx.x % 32 == 0;
-  std::int64_t position[kEntriesPerThread];
-  std::int32_t raw[kEntriesPerThread], raw_before[kEntriesPerThread], token[kEntriesPerThread];
-#pragma unroll
-  for (int k = 0; k < kEntriesPerThread; ++k) {
-    const std::int64_t i = begin + k * kTileThreads + threadIdx.x;
-    position[k] = first_position + ((i < end ? i : end - 1) - begin);  // dead lanes repeat the last entry
-    const std::int64_t s = position[k] + in.token_offset;
-    raw[k] = tokens[position[k]];
-    raw_before[k] = (lane0 & (position[k] > 0)) ? tokens[position[k] - 1] : -1;
-    token[k] = (s >= 0 && s < pool_end) ? pool[s] : -1;
-  }
-  std::int64_t slot[kEntriesPerThread], before[kEntriesPerThread];
-#pragma unroll
-  for (int k = 0; k < kEntriesPerThread; ++k) {
-    slot[k] = in.translate(raw[k]);
-    before[k] = lane0 ? in.translate(raw_before[k]) : 0;
-  }
-#pragma unroll
-  for (int k = 0; k < kEntriesPerThread; ++k) {
-    const std::int64_t below = __shfl_up_sync(0xffffffffu, slot[k], 1);
-    const std::int64_t i = begin + k * kTileThreads + threadIdx.x;
-    if (i < end) store_entry(out, i, EntryValues{slot[k], token[k], position[k], lane0 ? before[k] : below});
-  }
-}
-
-// Expands entries [begin, end) of the flat verify array (at most kTileEntries) with one block. A tile
-// inside one row goes to expand_row_tile; otherwise each thread's entries go in phases unrolled
-// over the entries so that their loads are in flight together: owners (offsets only), row inputs,
-// entry values (req_to_token, pool, LUT), then the stores. A store between loads would serialize
-// them: the int64 outputs may alias the int64 inputs.
-template <class MemorySpace, class Offsets, class Rows>
-__device__ void expand_tile(const DeviceInputs<MemorySpace>& in, const DeviceOutputs<MemorySpace>& out,
-                            const Offsets& offsets, const Rows& rows, std::int64_t batch_size,
-                            std::int64_t begin, std::int64_t end) {
-  const std::int64_t first_row = owner_row(offsets, 0, batch_size - 1, begin);
-  const std::int64_t last_row = owner_row(offsets, first_row, batch_size - 1, end - 1);
-  if (first_row == last_row) {  // block-uniform
-    expand_row_tile(in, out, rows(first_row), offsets(first_row), begin, end);
-    return;
-  }
-  std::int64_t row[kEntriesPerThread], j[kEntriesPerThread];
-  std::int64_t r = first_row;  // rows only grow with the entry index
-#pragma unroll
-  for (int k = 0; k < kEntriesPerThread; ++k) {
-    const std::int64_t i = begin + k * kTileThreads + threadIdx.x;
-    const std::int64_t live = i < end ? i : end - 1;  // dead lanes repeat the last entry, never stored
-    r = owner_row(offsets, r, last_row, live);
-    row[k] = r;
-    j[k] = live - offsets(r);
-  }
-  RowFields fields[kEntriesPerThread];
-#pragma unroll
-  for (int k = 0; k < kEntriesPerThread; ++k) fields[k] = rows(row[k]);
-  EntryValues values[kEntriesPerThread];
-#pragma unroll
-  for (int k = 0; k < kEntriesPerThread; ++k) values[k] = entry_values(in, fields[k], j[k]);
-#pragma unroll
-  for (int k = 0; k < kEntriesPerThread; ++k) {
-    const std::int64_t i = begin + k * kTileThreads + threadIdx.x;
-    if (i < end) store_entry(out, i, values[k]);
-  }
-}
-
-// Tiles blockIdx.x, blockIdx.x + gridDim.x, ... of [0, total).
-template <class MemorySpace, class Offsets, class Rows>
-__device__ void expand_tiles(const DeviceInputs<MemorySpace>& in, const DeviceOutputs<MemorySpace>& out,
-                             const Offsets& offsets, const Rows& rows, std::int64_t batch_size,
-                             std::int64_t total) {
-  for (std::int64_t begin = std::int64_t(blockIdx.x) * kTileEntries; begin < total;
-       begin += std::int64_t(gridDim.x) * kTileEntries)
-    expand_tile(in, out, offsets, rows, batch_size, begin, begin + kTileEntries < total ? begin + kTileEntries : total);
-}
-
-// SPEC §4: write_offsets after [bs] are zeroed, every call; spread over the grid.
-template <class MemorySpace>
-__device__ void zero_write_offsets_tail(const DeviceOutputs<MemorySpace>& out, std::int64_t batch_size) {
-  const std::int64_t last = out.write_req_capacity();
-  const std::int64_t stride = std::int64_t(gridDim.x) * blockDim.x;
-  for (std::int64_t r = batch_size + 1 + std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; r <= last; r += stride)
-    out.write_offsets(r) = 0;
+__device__ inline RowsSummary summary(const RowGeometry& g, std::int64_t r) {
+  return {lengths(g), g.error_bits, g.error_bits != 0 ? static_cast<int>(r) : INT_MAX};
 }
 
 // The status of a block's rows, gathered in shared memory.
@@ -189,8 +95,33 @@ struct BlockStatus {
     atomicOr(&error_bits, g.error_bits);
     atomicMin(&first_bad_row, static_cast<int>(r));
   }
-  __device__ int first_bad_row_or_none() const { return first_bad_row == INT_MAX ? -1 : first_bad_row; }
 };
+
+__device__ inline int bad_row_or_none(int first_bad_row) { return first_bad_row == INT_MAX ? -1 : first_bad_row; }
+
+// Tiles blockIdx.x, blockIdx.x + gridDim.x, ... of [0, total), with the offsets and row inputs of
+// every row at hand (the fused kernel's shared memory).
+template <class MemorySpace, class Offsets, class Rows>
+__device__ void expand_tiles(const DeviceInputs<MemorySpace>& in, const DeviceOutputs<MemorySpace>& out,
+                             const Offsets& offsets, const Rows& rows, std::int64_t batch_size,
+                             std::int64_t total) {
+  for (std::int64_t begin = std::int64_t(blockIdx.x) * kTileEntries; begin < total;
+       begin += std::int64_t(gridDim.x) * kTileEntries) {
+    const std::int64_t end = begin + kTileEntries < total ? begin + kTileEntries : total;
+    const std::int64_t first_row = owner_row(offsets, 0, batch_size - 1, begin);
+    const std::int64_t last_row = owner_row(offsets, first_row, batch_size - 1, end - 1);
+    expand_tile(in, out, offsets, rows, first_row, last_row, begin, end);
+  }
+}
+
+// SPEC §4: write_offsets after [bs] are zeroed, every call; spread over the grid.
+template <class MemorySpace>
+__device__ void zero_write_offsets_tail(const DeviceOutputs<MemorySpace>& out, std::int64_t batch_size) {
+  const std::int64_t last = out.write_req_capacity();
+  const std::int64_t stride = std::int64_t(gridDim.x) * blockDim.x;
+  for (std::int64_t r = batch_size + 1 + std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; r <= last; r += stride)
+    out.write_offsets(r) = 0;
+}
 
 // The whole plan in one launch, for batch_size <= kFusedMaxRows (one row per thread). Every block
 // scans the rows into shared memory (one round of loads), block 0 also writes the WritePlan, the
@@ -215,92 +146,132 @@ __global__ void __launch_bounds__(kTileThreads)
   if (mine_row) rows[r] = f;
   const RowGeometry g = in.row_geometry(f);
   if (leader && mine_row) status.add(g, r);
-  // The seed's req_to_token load is issued now and used after the scan, so it overlaps the scan.
-  const std::int32_t seed_raw =
-      (leader && g.seed_position >= 0) ? in.req_to_token(g.pool_row, g.seed_position) : std::int32_t(-1);
+  const std::int32_t seed_raw = leader ? in.seed_raw(g) : -1;  // in flight during the scan
   ScanPair base, totals;
   BlockScan(scan_storage).ExclusiveScan(lengths(g), base, ScanPair{0, 0u}, ScanPairSum(), totals);
   if (r < batch_size) offsets[r] = base.verify;
   if (r == 0) offsets[batch_size] = totals.verify;
   if (leader && mine_row) {
     out.write_offsets(r) = static_cast<std::int64_t>(base.write);
-    out.write_seed_slot_indices(r) = g.seed_position >= 0 ? in.translate(seed_raw) : -1;
+    out.write_seed_slot_indices(r) = in.translate(seed_raw);
   }
   __syncthreads();
   if (leader && threadIdx.x == 0)
-    write_totals(out, batch_size, totals.verify, totals.write, status.error_bits, status.first_bad_row_or_none());
+    write_totals(out, batch_size, totals.verify, totals.write, status.error_bits, bad_row_or_none(status.first_bad_row));
   zero_write_offsets_tail(out, batch_size);
 
   if (totals.verify > out.verify_capacity()) return;  // overflow: the verify arrays stay untouched
-  expand_tiles(in, out, SharedOffsets{offsets}, SharedRowFields{rows}, batch_size, totals.verify);
+  expand_tiles(in, out, StagedOffsets{offsets, 0}, StagedRowFields{rows, 0}, batch_size, totals.verify);
 }
 
-// The offsets stage for larger batches, in one block: chunks of kRowsChunk rows, each thread loading
-// kRowsPerThread consecutive rows at once, a block scan per chunk with a running carry. Writes the
-// workspace's verify_offsets, the WritePlan, the scalars and the status.
+// What rows [0, end) add up to, this thread's share (kSummaryRowsPerThread rows' loads at once).
+template <class MemorySpace>
+__device__ RowsSummary summarize_rows(const DeviceInputs<MemorySpace>& in, std::int64_t end) {
+  RowsSummary mine{{0, 0u}, 0, INT_MAX};
+  for (std::int64_t base = 0; base < end; base += std::int64_t(kRowsThreads) * kSummaryRowsPerThread) {
+    RowGeometry g[kSummaryRowsPerThread];
+#pragma unroll
+    for (int q = 0; q < kSummaryRowsPerThread; ++q) {
+      const std::int64_t r = base + q * kRowsThreads + threadIdx.x;
+      g[q] = in.row_geometry(r < end ? r : end - 1);  // in bounds, so the loads are unconditional
+    }
+#pragma unroll
+    for (int q = 0; q < kSummaryRowsPerThread; ++q) {
+      const std::int64_t r = base + q * kRowsThreads + threadIdx.x;
+      if (r < end) mine = RowsSummarySum()(mine, summary(g[q], r));
+    }
+  }
+  return mine;
+}
+
+// The offsets stage for larger batches: block b owns rows [b * rows_per_block, ...) and walks them
+// in chunks of kRowsThreads (one row a thread, a block scan per chunk). Its carry is what all
+// earlier rows add up to, which it re-reads itself: no block waits on another, and the last block,
+// having seen every row, writes the totals and the status. Writes the workspace's verify_offsets,
+// the WritePlan, the scalars and the status.
 template <class MemorySpace>
 __global__ void __launch_bounds__(kRowsThreads)
     rows_kernel(const DeviceInputs<MemorySpace> in, const DeviceOutputs<MemorySpace> out,
-                const std::int64_t batch_size) {
+                const std::int64_t batch_size, const std::int64_t rows_per_block) {
   using BlockScan = cub::BlockScan<ScanPair, kRowsThreads>;
-  __shared__ typename BlockScan::TempStorage scan_storage;
+  using BlockReduce = cub::BlockReduce<RowsSummary, kRowsThreads>;
+  __shared__ union {
+    typename BlockScan::TempStorage scan;
+    typename BlockReduce::TempStorage reduce;
+  } storage;
+  __shared__ RowsSummary before;
   __shared__ BlockStatus status;
-  if (threadIdx.x == 0) status.reset();
+  const std::int64_t first = std::int64_t(blockIdx.x) * rows_per_block;
+  const std::int64_t last = first + rows_per_block < batch_size ? first + rows_per_block : batch_size;
+
+  const RowsSummary earlier = BlockReduce(storage.reduce).Reduce(summarize_rows(in, first), RowsSummarySum());
+  if (threadIdx.x == 0) {
+    before = earlier;  // the reduction's result is valid in thread 0 only
+    status.reset();
+  }
   __syncthreads();
 
-  ScanPair carry{0, 0u};
-  for (std::int64_t chunk = 0; chunk < batch_size; chunk += kRowsChunk) {
-    const std::int64_t first = chunk + std::int64_t(threadIdx.x) * kRowsPerThread;
-    RowGeometry g[kRowsPerThread];
-    ScanPair mine{0, 0u};
-#pragma unroll
-    for (int q = 0; q < kRowsPerThread; ++q) {
-      // Rows past the batch read the last row (in bounds, so all loads are unconditional) and count for nothing.
-      const std::int64_t r = first + q;
-      g[q] = in.row_geometry(r < batch_size ? r : batch_size - 1);
-      if (r >= batch_size) g[q] = RowGeometry{};
-      mine = ScanPairSum()(mine, lengths(g[q]));
-    }
+  ScanPair carry = before.lengths;
+  for (std::int64_t chunk = first; chunk < last; chunk += kRowsThreads) {
+    const std::int64_t r = chunk + threadIdx.x;
+    const bool mine = r < last;
+    RowGeometry g = in.row_geometry(mine ? r : last - 1);  // in bounds, so the loads are unconditional
+    if (!mine) g = RowGeometry{};
+    const std::int32_t seed_raw = in.seed_raw(g);  // in flight during the scan
     ScanPair base, aggregate;
-    BlockScan(scan_storage).ExclusiveScan(mine, base, ScanPair{0, 0u}, ScanPairSum(), aggregate);
-    ScanPair running = ScanPairSum()(carry, base);
-    std::int64_t seeds[kRowsPerThread];
-#pragma unroll
-    for (int q = 0; q < kRowsPerThread; ++q) seeds[q] = in.seed_slot(g[q]);
-#pragma unroll
-    for (int q = 0; q < kRowsPerThread; ++q) {
-      const std::int64_t r = first + q;
-      if (r < batch_size) {
-        status.add(g[q], r);
-        out.verify_offsets(r) = running.verify;
-        out.write_offsets(r) = static_cast<std::int64_t>(running.write);
-        out.write_seed_slot_indices(r) = seeds[q];
-      }
-      running = ScanPairSum()(running, lengths(g[q]));
+    BlockScan(storage.scan).ExclusiveScan(lengths(g), base, ScanPair{0, 0u}, ScanPairSum(), aggregate);
+    base = ScanPairSum()(carry, base);
+    if (mine) {
+      status.add(g, r);
+      out.verify_offsets(r) = base.verify;
+      out.write_offsets(r) = static_cast<std::int64_t>(base.write);
+      out.write_seed_slot_indices(r) = in.translate(seed_raw);
     }
     carry = ScanPairSum()(carry, aggregate);
-    __syncthreads();  // scan_storage is reused by the next chunk
+    __syncthreads();  // storage is reused by the next chunk; status is complete after the last
   }
-  if (threadIdx.x == 0)
-    write_totals(out, batch_size, carry.verify, carry.write, status.error_bits, status.first_bad_row_or_none());
+  if (blockIdx.x == gridDim.x - 1 && threadIdx.x == 0) {
+    const int first_bad = before.first_bad_row < status.first_bad_row ? before.first_bad_row : status.first_bad_row;
+    write_totals(out, batch_size, carry.verify, carry.write, before.error_bits | status.error_bits,
+                 bad_row_or_none(first_bad));
+  }
   zero_write_offsets_tail(out, batch_size);
 }
 
-// The entries stage after rows_kernel: offsets staged in shared memory when they fit.
+// The entries stage after rows_kernel. Each tile's rows are found with a block-wide search of the
+// offsets, and their offsets and inputs are staged in shared memory when there are few enough.
 template <class MemorySpace>
 __global__ void __launch_bounds__(kTileThreads)
     entries_kernel(const DeviceInputs<MemorySpace> in, const DeviceOutputs<MemorySpace> out,
                    const std::int64_t batch_size) {
-  __shared__ std::int64_t offsets[kSharedOffsetsRows + 1];
+  __shared__ std::int64_t offsets[kStagedRows + 1];
+  __shared__ RowFields rows[kStagedRows];
   if (out.enable() == 0) return;  // overflow: the verify arrays stay untouched
   const std::int64_t total = out.verify_offsets(batch_size);
-  if (batch_size <= kSharedOffsetsRows) {
-    for (std::int64_t r = threadIdx.x; r <= batch_size; r += kTileThreads) offsets[r] = out.verify_offsets(r);
-    __syncthreads();
-    expand_tiles(in, out, SharedOffsets{offsets}, GlobalRowFields<MemorySpace>{in}, batch_size, total);
-  } else {
-    expand_tiles(in, out, out.verify_offsets, GlobalRowFields<MemorySpace>{in}, batch_size, total);
+  for (std::int64_t begin = std::int64_t(blockIdx.x) * kTileEntries; begin < total;
+       begin += std::int64_t(gridDim.x) * kTileEntries) {
+    const std::int64_t end = begin + kTileEntries < total ? begin + kTileEntries : total;
+    const RowSpan span = block_owner_rows(out.verify_offsets, batch_size, begin, end - 1);
+    const std::int64_t n = span.last - span.first + 1;
+    if (n <= kStagedRows) {  // block-uniform
+      for (std::int64_t t = threadIdx.x; t <= n; t += kTileThreads) {
+        offsets[t] = out.verify_offsets(span.first + t);  // row first + n exists: last < batch_size
+        if (t < n) rows[t] = in.row_fields(span.first + t);
+      }
+      __syncthreads();
+      expand_tile(in, out, StagedOffsets{offsets, span.first}, StagedRowFields{rows, span.first}, span.first,
+                  span.last, begin, end);
+    } else {
+      expand_tile(in, out, out.verify_offsets, GlobalRowFields<MemorySpace>{in}, span.first, span.last, begin, end);
+    }
+    __syncthreads();  // the next tile restages
   }
+}
+
+// Rows per block of rows_kernel: whole chunks, at most kRowsMaxBlocks blocks.
+inline std::int64_t rows_per_block(std::int64_t batch_size) {
+  const std::int64_t chunks = (batch_size + kRowsThreads - 1) / kRowsThreads;
+  return (chunks + kRowsMaxBlocks - 1) / kRowsMaxBlocks * kRowsThreads;
 }
 
 // Blocks of `threads` that fit on the device at once (SM count x occupancy); 0 when the query
@@ -356,7 +327,9 @@ struct EntriesBackend<Kokkos::Cuda> {
       const int resident = Kernels<MemorySpace>::entries_blocks(device);
       if (resident <= 0) return false;
       Kokkos::Profiling::pushRegion("kvcanary::plan::entries[cuda_persistent]");
-      rows_kernel<MemorySpace><<<1, kRowsThreads, 0, stream>>>(in, out, batch_size);
+      const std::int64_t per_block = rows_per_block(batch_size);
+      const unsigned row_blocks = static_cast<unsigned>((batch_size + per_block - 1) / per_block);
+      rows_kernel<MemorySpace><<<row_blocks, kRowsThreads, 0, stream>>>(in, out, batch_size, per_block);
       entries_kernel<MemorySpace>
           <<<grid_blocks(out.verify_capacity(), resident), kTileThreads, 0, stream>>>(in, out, batch_size);
     }

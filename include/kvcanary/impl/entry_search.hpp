@@ -39,7 +39,7 @@ KOKKOS_INLINE_FUNCTION EntryValues entry_values(const DeviceInputs<MemorySpace>&
   v.slot = in.slot_at(f.pool_row, position);
   // A sliding window does not restart the chain: the first entry points at its real predecessor.
   v.prev_slot = position > 0 ? in.slot_at(f.pool_row, position - 1) : -1;
-  v.expected_token = in.expected_token(f.pool_row, f.valid_len, position);
+  v.expected_token = in.expected_token(in.pool_row_data(f.pool_row), f.valid_len, position);
   return v;
 }
 
@@ -58,19 +58,20 @@ template <class MemorySpace>
 KOKKOS_INLINE_FUNCTION void expand_row_run(const DeviceInputs<MemorySpace>& in, const DeviceOutputs<MemorySpace>& out,
                                            const RowFields& f, std::int64_t row_begin, std::int64_t begin,
                                            std::int64_t end) {
-  constexpr std::int64_t kPrefetchDistance = 16;
   if (begin >= end) return;  // empty rows (padding, bad rows) read nothing
   std::int64_t position = in.window_start(f.prefix) + (begin - row_begin);
   std::int64_t prev = position > 0 ? in.slot_at(f.pool_row, position - 1) : -1;
+  const std::int32_t* const pool = in.pool_row_data(f.pool_row);
   for (std::int64_t i = begin; i < end; ++i, ++position) {
 #if defined(__GNUC__) && !defined(__CUDA_ARCH__)
+    constexpr std::int64_t kPrefetchDistance = 16;  // perf-notes, host v2
     if (in.has_lut && position + kPrefetchDistance < in.max_seq_len) {
       const std::int32_t ahead = in.req_to_token(f.pool_row, position + kPrefetchDistance);
       if (ahead >= 0) __builtin_prefetch(&in.lut(ahead < in.lut_len ? ahead : in.lut_len - 1));
     }
 #endif
     const std::int64_t slot = in.slot_at(f.pool_row, position);
-    store_entry(out, i, EntryValues{slot, in.expected_token(f.pool_row, f.valid_len, position), position, prev});
+    store_entry(out, i, EntryValues{slot, in.expected_token(pool, f.valid_len, position), position, prev});
     prev = slot;
   }
 }

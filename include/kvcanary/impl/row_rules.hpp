@@ -113,17 +113,26 @@ struct DeviceInputs {
 
   KOKKOS_INLINE_FUNCTION RowGeometry row_geometry(std::int64_t r) const { return row_geometry(row_fields(r)); }
 
-  // write_seed_slot_indices[r] of SPEC §4.
-  KOKKOS_INLINE_FUNCTION std::int64_t seed_slot(const RowGeometry& g) const {
-    return g.seed_position >= 0 ? slot_at(g.pool_row, g.seed_position) : -1;
+  // The seed token's raw slot (before translation), -1 when the row has no seed. Kernels that want
+  // the load in flight early issue it with this and translate later; translate passes -1 through.
+  KOKKOS_INLINE_FUNCTION std::int32_t seed_raw(const RowGeometry& g) const {
+    return g.seed_position >= 0 ? req_to_token(g.pool_row, g.seed_position) : std::int32_t(-1);
   }
 
-  // verify_expected_tokens of SPEC §4 for a good row (so pool_row < pool_rows and valid_len <= pool_cols).
-  KOKKOS_INLINE_FUNCTION std::int64_t expected_token(std::int64_t pool_row, std::int64_t valid_len,
+  // write_seed_slot_indices[r] of SPEC §4.
+  KOKKOS_INLINE_FUNCTION std::int64_t seed_slot(const RowGeometry& g) const { return translate(seed_raw(g)); }
+
+  // Row `pool_row` of the expected-token pool, nullptr without a pool. For a good row pool_row < pool_rows.
+  KOKKOS_INLINE_FUNCTION const std::int32_t* pool_row_data(std::int64_t pool_row) const {
+    return has_pool ? pool.data() + pool_row * pool_cols : nullptr;
+  }
+
+  // verify_expected_tokens of SPEC §4 for a good row (so valid_len <= pool_cols), from its pool row's
+  // data (pool_row_data; nullptr without a pool): kernels take the row's pointer once per row.
+  KOKKOS_INLINE_FUNCTION std::int64_t expected_token(const std::int32_t* pool_row, std::int64_t valid_len,
                                                      std::int64_t position) const {
-    if (!has_pool) return -1;
     const std::int64_t s = position + token_offset;
-    return (s >= 0 && s < valid_len) ? static_cast<std::int64_t>(pool(pool_row, s)) : -1;
+    return (pool_row != nullptr && s >= 0 && s < valid_len) ? static_cast<std::int64_t>(pool_row[s]) : -1;
   }
 };
 

@@ -1,0 +1,172 @@
+#ifndef KVCANARY_IMPL_CUDA_TILES_HPP
+#define KVCANARY_IMPL_CUDA_TILES_HPP
+
+// The CUDA persistent path's unit of work: one block expands one tile (up to kTileEntries entries)
+// of the flat verify array, given the rows that own the tile's first and last entries.
+
+#include <Kokkos_Core.hpp>
+
+#ifdef KOKKOS_ENABLE_CUDA
+
+#include <kvcanary/impl/entry_search.hpp>
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace kvcanary {
+namespace Impl {
+namespace CudaPersistent {
+
+constexpr int kTileThreads = 256;     // blocks of the fused and the entries kernels
+constexpr int kEntriesPerThread = 4;  // per tile; all loads of a tile are issued before any store
+constexpr std::int64_t kTileEntries = std::int64_t(kTileThreads) * kEntriesPerThread;  // 4x larger was slower (perf-notes v3)
+
+// Offsets and row inputs of rows [first, first + n), copied to shared memory by the kernel.
+struct StagedOffsets {
+  const std::int64_t* data;
+  std::int64_t first;
+  __device__ std::int64_t operator()(std::int64_t r) const { return data[r - first]; }
+};
+
+struct StagedRowFields {
+  const RowFields* data;
+  std::int64_t first;
+  __device__ RowFields operator()(std::int64_t r) const { return data[r - first]; }
+};
+
+template <class MemorySpace>
+struct GlobalRowFields {
+  const DeviceInputs<MemorySpace>& in;
+  __device__ RowFields operator()(std::int64_t r) const { return in.row_fields(r); }
+};
+
+// Evict-first stores: with a LUT, the outputs would otherwise push the LUT's lines out of L2
+// between calls (perf-notes v5: SWA 22.0 -> 18.1 us; without a LUT they cost 3-6%).
+template <class MemorySpace>
+__device__ void store_entry_streaming(const DeviceOutputs<MemorySpace>& out, std::int64_t i, const EntryValues& v) {
+  __stcs(reinterpret_cast<long long*>(&out.verify_slot_indices(i)), static_cast<long long>(v.slot));
+  __stcs(reinterpret_cast<long long*>(&out.verify_expected_tokens(i)), static_cast<long long>(v.expected_token));
+  __stcs(reinterpret_cast<long long*>(&out.verify_expected_positions(i)), static_cast<long long>(v.position));
+  __stcs(reinterpret_cast<long long*>(&out.verify_prev_slot_indices(i)), static_cast<long long>(v.prev_slot));
+}
+
+// A tile inside one row, the common case when rows are longer than a tile: the row's inputs and
+// base pointers once, then per entry one req_to_token load, one pool load and the stores. Entries of
+// a warp have consecutive positions, so an entry's predecessor slot is the slot of the lane below
+// (one LUT gather per entry, not two); lane 0 loads its own.
+template <class MemorySpace>
+__device__ void expand_row_tile(const DeviceInputs<MemorySpace>& in, const DeviceOutputs<MemorySpace>& out,
+                                const RowFields& f, std::int64_t row_begin, std::int64_t begin,
+                                std::int64_t end) {
+  const std::int64_t first_position = in.window_start(f.prefix) + (begin - row_begin);
+  const std::int32_t* const tokens = &in.req_to_token(f.pool_row, 0);
+  const std::int32_t* const pool = in.pool_row_data(f.pool_row);
+  const bool lane0 = threadIdx.x % 32 == 0;
+  std::int64_t position[kEntriesPerThread], token[kEntriesPerThread];
+  std::int32_t raw[kEntriesPerThread], raw_before[kEntriesPerThread];
+#pragma unroll
+  for (int k = 0; k < kEntriesPerThread; ++k) {
+    const std::int64_t i = begin + k * kTileThreads + threadIdx.x;
+    position[k] = first_position + ((i < end ? i : end - 1) - begin);  // dead lanes repeat the last entry
+    raw[k] = tokens[position[k]];
+    raw_before[k] = (lane0 & (position[k] > 0)) ? tokens[position[k] - 1] : -1;
+    token[k] = in.expected_token(pool, f.valid_len, position[k]);
+  }
+  std::int64_t slot[kEntriesPerThread], before[kEntriesPerThread];
+#pragma unroll
+  for (int k = 0; k < kEntriesPerThread; ++k) {
+    slot[k] = in.translate(raw[k]);
+    before[k] = lane0 ? in.translate(raw_before[k]) : 0;
+  }
+#pragma unroll
+  for (int k = 0; k < kEntriesPerThread; ++k) {
+    const std::int64_t below = __shfl_up_sync(0xffffffffu, slot[k], 1);
+    const std::int64_t i = begin + k * kTileThreads + threadIdx.x;
+    const EntryValues v{slot[k], token[k], position[k], lane0 ? before[k] : below};
+    if (i >= end) continue;
+    if (in.has_lut) store_entry_streaming(out, i, v);
+    else store_entry(out, i, v);
+  }
+}
+
+// Expands entries [begin, end) of the flat verify array (at most kTileEntries) with one block;
+// first_row and last_row own entries begin and end - 1. A tile inside one row goes to
+// expand_row_tile; otherwise each thread's entries go in phases unrolled over the entries so that
+// their loads are in flight together: owners (offsets only), row inputs, entry values
+// (req_to_token, pool, LUT), then the stores. A store between loads would serialize them: the int64
+// outputs may alias the int64 inputs.
+template <class MemorySpace, class Offsets, class Rows>
+__device__ void expand_tile(const DeviceInputs<MemorySpace>& in, const DeviceOutputs<MemorySpace>& out,
+                            const Offsets& offsets, const Rows& rows, std::int64_t first_row,
+                            std::int64_t last_row, std::int64_t begin, std::int64_t end) {
+  if (first_row == last_row) {  // block-uniform
+    expand_row_tile(in, out, rows(first_row), offsets(first_row), begin, end);
+    return;
+  }
+  std::int64_t row[kEntriesPerThread], j[kEntriesPerThread];
+  std::int64_t r = first_row;  // rows only grow with the entry index
+#pragma unroll
+  for (int k = 0; k < kEntriesPerThread; ++k) {
+    const std::int64_t i = begin + k * kTileThreads + threadIdx.x;
+    const std::int64_t live = i < end ? i : end - 1;  // dead lanes repeat the last entry, never stored
+    r = owner_row(offsets, r, last_row, live);
+    row[k] = r;
+    j[k] = live - offsets(r);
+  }
+  RowFields fields[kEntriesPerThread];
+#pragma unroll
+  for (int k = 0; k < kEntriesPerThread; ++k) fields[k] = rows(row[k]);
+  EntryValues values[kEntriesPerThread];
+#pragma unroll
+  for (int k = 0; k < kEntriesPerThread; ++k) values[k] = entry_values(in, fields[k], j[k]);
+#pragma unroll
+  for (int k = 0; k < kEntriesPerThread; ++k) {
+    const std::int64_t i = begin + k * kTileThreads + threadIdx.x;
+    if (i < end) store_entry(out, i, values[k]);
+  }
+}
+
+// The rows that own entries `a` and `b` (a <= b < total) of the flat verify array, found by the
+// whole block from offsets in global memory: each round samples the remaining range at an even
+// stride, one sample a thread, and counts the samples <= the entry (a barrier each); bs <= 65536
+// takes two rounds. Requires every thread of the block.
+struct RowSpan {
+  std::int64_t first, last;
+};
+
+struct OwnerRange {  // the owner of an entry lies in [lo, lo + span)
+  std::int64_t lo, span;
+
+  __device__ std::int64_t sample(std::int64_t stride) const {
+    return lo + std::int64_t(threadIdx.x) * stride;
+  }
+  __device__ void narrow(std::int64_t stride, int at_or_below) {
+    const std::int64_t end = lo + span;
+    lo += std::int64_t(at_or_below - 1) * stride;  // sample 0 is lo itself, always <= the entry
+    span = end - lo < stride ? end - lo : stride;
+  }
+};
+
+template <class Offsets>
+__device__ RowSpan block_owner_rows(const Offsets& offsets, std::int64_t batch_size, std::int64_t a,
+                                    std::int64_t b) {
+  OwnerRange ra{0, batch_size}, rb{0, batch_size};
+  while (ra.span > 1 || rb.span > 1) {  // block-uniform
+    const std::int64_t stride_a = (ra.span + kTileThreads - 1) / kTileThreads;
+    const std::int64_t stride_b = (rb.span + kTileThreads - 1) / kTileThreads;
+    const std::int64_t sa = ra.sample(stride_a), sb = rb.sample(stride_b);
+    const bool below_a = sa < ra.lo + ra.span && offsets(sa) <= a;
+    const bool below_b = sb < rb.lo + rb.span && offsets(sb) <= b;
+    ra.narrow(stride_a, __syncthreads_count(below_a));
+    rb.narrow(stride_b, __syncthreads_count(below_b));
+  }
+  return {ra.lo, rb.lo};
+}
+
+}  // namespace CudaPersistent
+}  // namespace Impl
+}  // namespace kvcanary
+
+#endif  // KOKKOS_ENABLE_CUDA
+#endif
