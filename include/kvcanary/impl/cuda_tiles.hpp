@@ -51,84 +51,65 @@ __device__ void store_entry_streaming(const DeviceOutputs<MemorySpace>& out, std
   __stcs(reinterpret_cast<long long*>(&out.verify_prev_slot_indices(i)), static_cast<long long>(v.prev_slot));
 }
 
-// Where one entry's values come from: its row's req_to_token and pool rows, the row's valid length,
-// the entry's position, and whether it loads its predecessor's slot itself (own_prev) or takes it
-// from the lane below, which holds the previous entry of the same row.
-struct EntrySource {
-  const std::int32_t* tokens;
-  const std::int32_t* pool;
-  std::int64_t valid_len, position;
-  bool own_prev;
-};
-
-// Entries begin + k * kTileThreads + threadIdx.x (k < kEntriesPerThread) below `end`, each described
-// by source(k), in phases unrolled over the entries so that their loads are in flight together:
-// req_to_token and pool, then the LUT, then the stores (a store between loads would serialize them:
-// the int64 outputs may alias the int64 inputs). Entries of a warp are consecutive, so the lane below
-// holds the previous entry: one LUT gather per entry, not two. Dead lanes (past `end`) must describe
-// a live entry (they repeat the last one) and store nothing.
-template <class MemorySpace, class Sources>
-__device__ void expand_entries(const DeviceInputs<MemorySpace>& in, const DeviceOutputs<MemorySpace>& out,
-                               std::int64_t begin, std::int64_t end, const Sources& source) {
+// A tile inside one row, the common case when rows are longer than a tile: the row's inputs and
+// base pointers once, then per entry one req_to_token load, one pool load and the stores. Entries of
+// a warp have consecutive positions, so an entry's predecessor slot is the slot of the lane below
+// (one LUT gather per entry, not two); lane 0 loads its own.
+template <class MemorySpace>
+__device__ void expand_row_tile(const DeviceInputs<MemorySpace>& in, const DeviceOutputs<MemorySpace>& out,
+                                const RowFields& f, std::int64_t row_begin, std::int64_t begin,
+                                std::int64_t end) {
+  const std::int64_t first_position = in.window_start(f.prefix) + (begin - row_begin);
+  const std::int32_t* const tokens = &in.req_to_token(f.pool_row, 0);
+  const std::int32_t* const pool = in.pool_row_data(f.pool_row);
+  const bool lane0 = threadIdx.x % 32 == 0;
   std::int64_t position[kEntriesPerThread], token[kEntriesPerThread];
   std::int32_t raw[kEntriesPerThread], raw_before[kEntriesPerThread];
-  bool own_prev[kEntriesPerThread];
 #pragma unroll
   for (int k = 0; k < kEntriesPerThread; ++k) {
-    const EntrySource e = source(k);
-    position[k] = e.position;
-    own_prev[k] = e.own_prev;
-    raw[k] = e.tokens[e.position];
-    raw_before[k] = (e.own_prev & (e.position > 0)) ? e.tokens[e.position - 1] : -1;
-    token[k] = in.expected_token(e.pool, e.valid_len, e.position);
+    const std::int64_t i = begin + k * kTileThreads + threadIdx.x;
+    position[k] = first_position + ((i < end ? i : end - 1) - begin);  // dead lanes repeat the last entry
+    raw[k] = tokens[position[k]];
+    raw_before[k] = (lane0 & (position[k] > 0)) ? tokens[position[k] - 1] : -1;
+    token[k] = in.expected_token(pool, f.valid_len, position[k]);
   }
   std::int64_t slot[kEntriesPerThread], before[kEntriesPerThread];
 #pragma unroll
   for (int k = 0; k < kEntriesPerThread; ++k) {
     slot[k] = in.translate(raw[k]);
-    before[k] = own_prev[k] ? in.translate(raw_before[k]) : 0;
+    before[k] = lane0 ? in.translate(raw_before[k]) : 0;
   }
 #pragma unroll
   for (int k = 0; k < kEntriesPerThread; ++k) {
     const std::int64_t below = __shfl_up_sync(0xffffffffu, slot[k], 1);
     const std::int64_t i = begin + k * kTileThreads + threadIdx.x;
-    const EntryValues v{slot[k], token[k], position[k], own_prev[k] ? before[k] : below};
+    const EntryValues v{slot[k], token[k], position[k], lane0 ? before[k] : below};
     if (i >= end) continue;
     if (in.has_lut) store_entry_streaming(out, i, v);
     else store_entry(out, i, v);
   }
 }
 
-// The live entry a lane stands for: its k-th entry, or the tile's last for dead lanes.
-__device__ inline std::int64_t live_entry(std::int64_t begin, std::int64_t end, int k) {
-  const std::int64_t i = begin + k * kTileThreads + threadIdx.x;
-  return i < end ? i : end - 1;
-}
-
 // Expands entries [begin, end) of the flat verify array (at most kTileEntries) with one block;
-// first_row and last_row own entries begin and end - 1. A tile inside one row (the common case when
-// rows are longer than a tile) reads the row's inputs and base pointers once; otherwise each entry's
-// row is found (owner search over `offsets`, all entries of a thread first) and its inputs read.
+// first_row and last_row own entries begin and end - 1. A tile inside one row goes to
+// expand_row_tile; otherwise each thread's entries go in phases unrolled over the entries so that
+// their loads are in flight together: owners (offsets only), row inputs, entry values
+// (req_to_token, pool, LUT), then the stores. A store between loads would serialize them: the int64
+// outputs may alias the int64 inputs.
 template <class MemorySpace, class Offsets, class Rows>
 __device__ void expand_tile(const DeviceInputs<MemorySpace>& in, const DeviceOutputs<MemorySpace>& out,
                             const Offsets& offsets, const Rows& rows, std::int64_t first_row,
                             std::int64_t last_row, std::int64_t begin, std::int64_t end) {
-  const bool lane0 = threadIdx.x % 32 == 0;
   if (first_row == last_row) {  // block-uniform
-    const RowFields f = rows(first_row);
-    const std::int64_t first_position = in.window_start(f.prefix) + (begin - offsets(first_row));
-    const std::int32_t* const tokens = &in.req_to_token(f.pool_row, 0);
-    const std::int32_t* const pool = in.pool_row_data(f.pool_row);
-    expand_entries(in, out, begin, end, [&](int k) {
-      return EntrySource{tokens, pool, f.valid_len, first_position + (live_entry(begin, end, k) - begin), lane0};
-    });
+    expand_row_tile(in, out, rows(first_row), offsets(first_row), begin, end);
     return;
   }
   std::int64_t row[kEntriesPerThread], j[kEntriesPerThread];
   std::int64_t r = first_row;  // rows only grow with the entry index
 #pragma unroll
   for (int k = 0; k < kEntriesPerThread; ++k) {
-    const std::int64_t live = live_entry(begin, end, k);
+    const std::int64_t i = begin + k * kTileThreads + threadIdx.x;
+    const std::int64_t live = i < end ? i : end - 1;  // dead lanes repeat the last entry, never stored
     r = owner_row(offsets, r, last_row, live);
     row[k] = r;
     j[k] = live - offsets(r);
@@ -136,11 +117,14 @@ __device__ void expand_tile(const DeviceInputs<MemorySpace>& in, const DeviceOut
   RowFields fields[kEntriesPerThread];
 #pragma unroll
   for (int k = 0; k < kEntriesPerThread; ++k) fields[k] = rows(row[k]);
-  expand_entries(in, out, begin, end, [&](int k) {
-    const RowFields& f = fields[k];
-    return EntrySource{&in.req_to_token(f.pool_row, 0), in.pool_row_data(f.pool_row), f.valid_len,
-                       in.window_start(f.prefix) + j[k], lane0 || j[k] == 0};
-  });
+  EntryValues values[kEntriesPerThread];
+#pragma unroll
+  for (int k = 0; k < kEntriesPerThread; ++k) values[k] = entry_values(in, fields[k], j[k]);
+#pragma unroll
+  for (int k = 0; k < kEntriesPerThread; ++k) {
+    const std::int64_t i = begin + k * kTileThreads + threadIdx.x;
+    if (i < end) store_entry(out, i, values[k]);
+  }
 }
 
 // The rows that own entries `a` and `b` (a <= b < total) of the flat verify array, found by the
