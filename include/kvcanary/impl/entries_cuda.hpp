@@ -10,7 +10,8 @@
 // * Larger batches: two kernels. The rows kernel spreads the rows over up to kRowsMaxBlocks blocks;
 //   each block first adds up the rows before its own (re-reading them instead of waiting on other
 //   blocks), then scans its own and writes their offsets; the last block writes the totals and the
-//   status. The entries kernel finds each tile's rows with a block-wide search and stages only those.
+//   status. The entries kernel finds each tile's rows with a block-wide search and stages only those;
+//   on Hopper it is a programmatic dependent launch, resident before the rows kernel ends.
 // Entries kernels have a grid sized from the SM count and occupancy and walk tiles of 1024 entries
 // with a grid stride; a thread's loads for a whole tile are in flight together.
 
@@ -29,6 +30,7 @@
 #include <climits>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #define KVCANARY_CUDA_CHECK(call) ::kvcanary::Impl::cuda_check((call), #call, __FILE__, __LINE__)
 
@@ -184,6 +186,20 @@ __device__ RowsSummary summarize_rows(const DeviceInputs<MemorySpace>& in, std::
   return mine;
 }
 
+// Programmatic dependent launch (Hopper and later): the entries kernel is launched while the rows
+// kernel runs; its blocks wait here until the rows kernel has finished and its writes are visible.
+__device__ inline void wait_for_rows_kernel() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+__device__ inline void let_entries_kernel_start() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 // The offsets stage for larger batches: block b owns rows [b * rows_per_block, ...) and walks them
 // in chunks of kRowsThreads (one row a thread, a block scan per chunk). Its carry is what all
 // earlier rows add up to, which it re-reads itself: no block waits on another, and the last block,
@@ -203,6 +219,7 @@ __global__ void __launch_bounds__(kRowsThreads)
   __shared__ BlockStatus status;
   const std::int64_t first = std::int64_t(blockIdx.x) * rows_per_block;
   const std::int64_t last = first + rows_per_block < batch_size ? first + rows_per_block : batch_size;
+  let_entries_kernel_start();
 
   const RowsSummary earlier = BlockReduce(storage.reduce).Reduce(summarize_rows(in, first), RowsSummarySum());
   if (threadIdx.x == 0) {
@@ -246,6 +263,7 @@ __global__ void __launch_bounds__(kTileThreads)
                    const std::int64_t batch_size) {
   __shared__ std::int64_t offsets[kStagedRows + 1];
   __shared__ RowFields rows[kStagedRows];
+  wait_for_rows_kernel();
   if (out.enable() == 0) return;  // overflow: the verify arrays stay untouched
   const std::int64_t total = out.verify_offsets(batch_size);
   for (std::int64_t begin = std::int64_t(blockIdx.x) * kTileEntries; begin < total;
@@ -291,11 +309,38 @@ struct Kernels {
     static const int blocks = resident_blocks(fused_plan_kernel<MemorySpace>, kTileThreads, device);
     return blocks;
   }
+  // Whether the entries kernel may be a programmatic dependent launch: its code for this device was
+  // compiled for compute capability 9.0 or later, so it waits for the rows kernel (wait_for_rows_kernel).
+  static bool dependent_launch() {
+    static const bool yes = [] {
+      cudaFuncAttributes attributes{};
+      return cudaFuncGetAttributes(&attributes, entries_kernel<MemorySpace>) == cudaSuccess &&
+             attributes.ptxVersion >= 90;
+    }();
+    return yes;
+  }
   static int entries_blocks(int device) {
     static const int blocks = resident_blocks(entries_kernel<MemorySpace>, kTileThreads, device);
     return blocks;
   }
 };
+
+// Launches `kernel` on `stream`; with `early`, as a programmatic dependent launch, so that its blocks
+// are resident before the previous kernel ends (the kernel waits with wait_for_rows_kernel).
+template <class... Params, class... Args>
+void launch_after_previous(void (*kernel)(Params...), unsigned blocks, cudaStream_t stream, bool early,
+                           Args&&... args) {
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(blocks);
+  config.blockDim = dim3(kTileThreads);
+  config.stream = stream;
+  config.attrs = &attribute;
+  config.numAttrs = early ? 1 : 0;
+  KVCANARY_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
+}
 
 // Tiles of kTileEntries up to the capacity (the host's only bound on the total), at most as many
 // blocks as fit on the device at once; at least one block.
@@ -330,8 +375,8 @@ struct EntriesBackend<Kokkos::Cuda> {
       const std::int64_t per_block = rows_per_block(batch_size);
       const unsigned row_blocks = static_cast<unsigned>((batch_size + per_block - 1) / per_block);
       rows_kernel<MemorySpace><<<row_blocks, kRowsThreads, 0, stream>>>(in, out, batch_size, per_block);
-      entries_kernel<MemorySpace>
-          <<<grid_blocks(out.verify_capacity(), resident), kTileThreads, 0, stream>>>(in, out, batch_size);
+      launch_after_previous(entries_kernel<MemorySpace>, grid_blocks(out.verify_capacity(), resident), stream,
+                            Kernels<MemorySpace>::dependent_launch(), in, out, batch_size);
     }
     Kokkos::Profiling::popRegion();
     KVCANARY_CUDA_CHECK(cudaGetLastError());
