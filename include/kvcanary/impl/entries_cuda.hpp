@@ -28,7 +28,6 @@
 #include <cuda_runtime.h>
 
 #include <climits>
-#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -50,6 +49,7 @@ constexpr std::int64_t kFusedMaxRows = kTileThreads;  // the fused kernel gives 
 constexpr int kRowsThreads = 256;        // the rows kernel: one row a thread per chunk
 constexpr int kRowsMaxBlocks = 64;       // rows re-read before a block grow with the block count
 constexpr int kSummaryRowsPerThread = 8; // rows a thread loads at once when adding up earlier rows
+constexpr std::int64_t kStagedRows = 512;  // the entries kernel stages a tile's rows when they fit
 
 struct ScanPair {
   std::int64_t verify;
@@ -255,41 +255,32 @@ __global__ void __launch_bounds__(kRowsThreads)
   zero_write_offsets_tail(out, batch_size);
 }
 
-// The entries stage after rows_kernel. Each tile's rows are narrowed down with a block-wide search of
-// the offsets; when at most kTileThreads rows remain, one round stages their offsets and inputs in
-// shared memory (one row a thread) and counts the tile's first and last rows from them.
+// The entries stage after rows_kernel. Each tile's rows are found with a block-wide search of the
+// offsets, and their offsets and inputs are staged in shared memory when there are few enough.
 template <class MemorySpace>
 __global__ void __launch_bounds__(kTileThreads)
     entries_kernel(const DeviceInputs<MemorySpace> in, const DeviceOutputs<MemorySpace> out,
                    const std::int64_t batch_size) {
-  __shared__ std::int64_t offsets[kTileThreads];
-  __shared__ RowFields rows[kTileThreads];
+  __shared__ std::int64_t offsets[kStagedRows + 1];
+  __shared__ RowFields rows[kStagedRows];
   wait_for_rows_kernel();
-  const std::int32_t enable = out.enable();
+  if (out.enable() == 0) return;  // overflow: the verify arrays stay untouched
   const std::int64_t total = out.verify_offsets(batch_size);
-  for (std::int64_t begin = std::int64_t(blockIdx.x) * kTileEntries;; begin += std::int64_t(gridDim.x) * kTileEntries) {
-    // Searched before `total` is read, so that the first round's loads overlap the two loads above:
-    // the owner of begin + kTileEntries - 1 bounds the owner of the tile's last entry from above.
-    OwnerRange ra{0, batch_size}, rb{0, batch_size};
-    narrow_owners(out.verify_offsets, begin, begin + kTileEntries - 1, kTileThreads, ra, rb);
-    if (enable == 0 || begin >= total) return;  // block-uniform; on overflow the verify arrays stay untouched
+  for (std::int64_t begin = std::int64_t(blockIdx.x) * kTileEntries; begin < total;
+       begin += std::int64_t(gridDim.x) * kTileEntries) {
     const std::int64_t end = begin + kTileEntries < total ? begin + kTileEntries : total;
-    const std::int64_t n = rb.end() - ra.lo;
-    if (n <= kTileThreads) {  // block-uniform
-      const std::int64_t r = ra.lo + threadIdx.x;
-      const bool mine = threadIdx.x < n;
-      const std::int64_t offset = mine ? out.verify_offsets(r) : INT64_MAX;
-      if (mine) {
-        offsets[threadIdx.x] = offset;
-        rows[threadIdx.x] = in.row_fields(r);
+    const RowSpan span = block_owner_rows(out.verify_offsets, batch_size, begin, end - 1);
+    const std::int64_t n = span.last - span.first + 1;
+    if (n <= kStagedRows) {  // block-uniform
+      for (std::int64_t t = threadIdx.x; t <= n; t += kTileThreads) {
+        offsets[t] = out.verify_offsets(span.first + t);  // row first + n exists: last < batch_size
+        if (t < n) rows[t] = in.row_fields(span.first + t);
       }
-      // Both owners lie in the staged rows, and the offsets only grow: count the rows at or below.
-      const std::int64_t first_row = ra.lo + __syncthreads_count(offset <= begin) - 1;
-      const std::int64_t last_row = ra.lo + __syncthreads_count(offset <= end - 1) - 1;
-      expand_tile(in, out, StagedOffsets{offsets, ra.lo}, StagedRowFields{rows, ra.lo}, first_row, last_row, begin,
-                  end);
-    } else {  // a tile over many (mostly empty) rows: both owners are known, rb.lo bounds the last row
-      expand_tile(in, out, out.verify_offsets, GlobalRowFields<MemorySpace>{in}, ra.lo, rb.lo, begin, end);
+      __syncthreads();
+      expand_tile(in, out, StagedOffsets{offsets, span.first}, StagedRowFields{rows, span.first}, span.first,
+                  span.last, begin, end);
+    } else {
+      expand_tile(in, out, out.verify_offsets, GlobalRowFields<MemorySpace>{in}, span.first, span.last, begin, end);
     }
     __syncthreads();  // the next tile restages
   }
