@@ -20,7 +20,8 @@ namespace CudaPersistent {
 
 constexpr int kTileThreads = 256;     // blocks of the fused and the entries kernels
 constexpr int kEntriesPerThread = 4;  // per tile; all loads of a tile are issued before any store
-constexpr std::int64_t kTileEntries = std::int64_t(kTileThreads) * kEntriesPerThread;  // 4x larger was slower (perf-notes v3)
+constexpr std::int64_t kTileEntries =
+    std::int64_t(kTileThreads) * kEntriesPerThread;  // 4x larger was slower (perf-notes v3)
 
 // Offsets and row inputs of rows [first, first + n), copied to shared memory by the kernel.
 struct StagedOffsets {
@@ -57,8 +58,7 @@ __device__ void store_entry_streaming(const DeviceOutputs<MemorySpace>& out, std
 // (one LUT gather per entry, not two); lane 0 loads its own.
 template <class MemorySpace>
 __device__ void expand_row_tile(const DeviceInputs<MemorySpace>& in, const DeviceOutputs<MemorySpace>& out,
-                                const RowFields& f, std::int64_t row_begin, std::int64_t begin,
-                                std::int64_t end) {
+                                const RowFields& f, std::int64_t row_begin, std::int64_t begin, std::int64_t end) {
   const std::int64_t first_position = in.window_start(f.prefix) + (begin - row_begin);
   const std::int32_t* const tokens = &in.req_to_token(f.pool_row, 0);
   const std::int32_t* const pool = in.pool_row_data(f.pool_row);
@@ -85,8 +85,10 @@ __device__ void expand_row_tile(const DeviceInputs<MemorySpace>& in, const Devic
     const std::int64_t i = begin + k * kTileThreads + threadIdx.x;
     const EntryValues v{slot[k], token[k], position[k], lane0 ? before[k] : below};
     if (i >= end) continue;
-    if (in.has_lut) store_entry_streaming(out, i, v);
-    else store_entry(out, i, v);
+    if (in.has_lut)
+      store_entry_streaming(out, i, v);
+    else
+      store_entry(out, i, v);
   }
 }
 
@@ -98,8 +100,8 @@ __device__ void expand_row_tile(const DeviceInputs<MemorySpace>& in, const Devic
 // outputs may alias the int64 inputs.
 template <class MemorySpace, class Offsets, class Rows>
 __device__ void expand_tile(const DeviceInputs<MemorySpace>& in, const DeviceOutputs<MemorySpace>& out,
-                            const Offsets& offsets, const Rows& rows, std::int64_t first_row,
-                            std::int64_t last_row, std::int64_t begin, std::int64_t end) {
+                            const Offsets& offsets, const Rows& rows, std::int64_t first_row, std::int64_t last_row,
+                            std::int64_t begin, std::int64_t end) {
   if (first_row == last_row) {  // block-uniform
     expand_row_tile(in, out, rows(first_row), offsets(first_row), begin, end);
     return;
@@ -138,9 +140,7 @@ struct RowSpan {
 struct OwnerRange {  // the owner of an entry lies in [lo, lo + span)
   std::int64_t lo, span;
 
-  __device__ std::int64_t sample(std::int64_t stride) const {
-    return lo + std::int64_t(threadIdx.x) * stride;
-  }
+  __device__ std::int64_t sample(std::int64_t stride) const { return lo + std::int64_t(threadIdx.x) * stride; }
   __device__ void narrow(std::int64_t stride, int at_or_below) {
     const std::int64_t end = lo + span;
     lo += std::int64_t(at_or_below - 1) * stride;  // sample 0 is lo itself, always <= the entry
@@ -149,8 +149,7 @@ struct OwnerRange {  // the owner of an entry lies in [lo, lo + span)
 };
 
 template <class Offsets>
-__device__ RowSpan block_owner_rows(const Offsets& offsets, std::int64_t batch_size, std::int64_t a,
-                                    std::int64_t b) {
+__device__ RowSpan block_owner_rows(const Offsets& offsets, std::int64_t batch_size, std::int64_t a, std::int64_t b) {
   OwnerRange ra{0, batch_size}, rb{0, batch_size};
   while (ra.span > 1 || rb.span > 1) {  // block-uniform
     const std::int64_t stride_a = (ra.span + kTileThreads - 1) / kTileThreads;

@@ -23,9 +23,9 @@
 #include <kvcanary/impl/cuda_tiles.hpp>
 #include <kvcanary/impl/offsets.hpp>
 
+#include <cuda_runtime.h>
 #include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
-#include <cuda_runtime.h>
 
 #include <climits>
 #include <stdexcept>
@@ -46,10 +46,10 @@ inline void cuda_check(cudaError_t error, const char* call, const char* file, in
 namespace CudaPersistent {
 
 constexpr std::int64_t kFusedMaxRows = kTileThreads;  // the fused kernel gives each row one thread
-constexpr int kRowsThreads = 256;        // the rows kernel: one row a thread per chunk
-constexpr int kRowsMaxBlocks = 64;       // rows re-read before a block grow with the block count
-constexpr int kSummaryRowsPerThread = 8; // rows a thread loads at once when adding up earlier rows
-constexpr std::int64_t kStagedRows = 512;  // the entries kernel stages a tile's rows when they fit
+constexpr int kRowsThreads = 256;                     // the rows kernel: one row a thread per chunk
+constexpr int kRowsMaxBlocks = 64;                    // rows re-read before a block grow with the block count
+constexpr int kSummaryRowsPerThread = 8;              // rows a thread loads at once when adding up earlier rows
+constexpr std::int64_t kStagedRows = 512;             // the entries kernel stages a tile's rows when they fit
 
 struct ScanPair {
   std::int64_t verify;
@@ -99,14 +99,15 @@ struct BlockStatus {
   }
 };
 
-__device__ inline int bad_row_or_none(int first_bad_row) { return first_bad_row == INT_MAX ? -1 : first_bad_row; }
+__device__ inline int bad_row_or_none(int first_bad_row) {
+  return first_bad_row == INT_MAX ? -1 : first_bad_row;
+}
 
 // Tiles blockIdx.x, blockIdx.x + gridDim.x, ... of [0, total), with the offsets and row inputs of
 // every row at hand (the fused kernel's shared memory).
 template <class MemorySpace, class Offsets, class Rows>
 __device__ void expand_tiles(const DeviceInputs<MemorySpace>& in, const DeviceOutputs<MemorySpace>& out,
-                             const Offsets& offsets, const Rows& rows, std::int64_t batch_size,
-                             std::int64_t total) {
+                             const Offsets& offsets, const Rows& rows, std::int64_t batch_size, std::int64_t total) {
   for (std::int64_t begin = std::int64_t(blockIdx.x) * kTileEntries; begin < total;
        begin += std::int64_t(gridDim.x) * kTileEntries) {
     const std::int64_t end = begin + kTileEntries < total ? begin + kTileEntries : total;
@@ -159,7 +160,8 @@ __global__ void __launch_bounds__(kTileThreads)
   }
   __syncthreads();
   if (leader && threadIdx.x == 0)
-    write_totals(out, batch_size, totals.verify, totals.write, status.error_bits, bad_row_or_none(status.first_bad_row));
+    write_totals(out, batch_size, totals.verify, totals.write, status.error_bits,
+                 bad_row_or_none(status.first_bad_row));
   zero_write_offsets_tail(out, batch_size);
 
   if (totals.verify > out.verify_capacity()) return;  // overflow: the verify arrays stay untouched
@@ -207,8 +209,8 @@ __device__ inline void let_entries_kernel_start() {
 // the WritePlan, the scalars and the status.
 template <class MemorySpace>
 __global__ void __launch_bounds__(kRowsThreads)
-    rows_kernel(const DeviceInputs<MemorySpace> in, const DeviceOutputs<MemorySpace> out,
-                const std::int64_t batch_size, const std::int64_t rows_per_block) {
+    rows_kernel(const DeviceInputs<MemorySpace> in, const DeviceOutputs<MemorySpace> out, const std::int64_t batch_size,
+                const std::int64_t rows_per_block) {
   using BlockScan = cub::BlockScan<ScanPair, kRowsThreads>;
   using BlockReduce = cub::BlockReduce<RowsSummary, kRowsThreads>;
   __shared__ union {
@@ -277,8 +279,8 @@ __global__ void __launch_bounds__(kTileThreads)
         if (t < n) rows[t] = in.row_fields(span.first + t);
       }
       __syncthreads();
-      expand_tile(in, out, StagedOffsets{offsets, span.first}, StagedRowFields{rows, span.first}, span.first,
-                  span.last, begin, end);
+      expand_tile(in, out, StagedOffsets{offsets, span.first}, StagedRowFields{rows, span.first}, span.first, span.last,
+                  begin, end);
     } else {
       expand_tile(in, out, out.verify_offsets, GlobalRowFields<MemorySpace>{in}, span.first, span.last, begin, end);
     }

@@ -3,8 +3,9 @@
 
 // The portable entries stage: a TeamPolicy whose teams walk tiles of the flat verify array
 // (team t takes tiles t, t + league, ...), so a few long rows and thousands of short ones load the
-// machine alike. Inside a tile the team walks the rows it overlaps, one row segment at a time. The league is sized from verify_capacity, a host-known bound on the total; the
-// real total and `enable` are read on the device, so the host never waits for the offsets.
+// machine alike. Inside a tile the team walks the rows it overlaps, one row segment at a time. The
+// league is sized from verify_capacity, a host-known bound on the total; the real total and
+// `enable` are read on the device, so the host never waits for the offsets.
 
 #include <kvcanary/impl/backend.hpp>
 #include <kvcanary/impl/entry_search.hpp>
