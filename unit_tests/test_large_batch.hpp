@@ -1,7 +1,7 @@
 // SPEC §4 "No limit on bs": the reference system capped a launch at 4096 requests; a batch of
 // 100,000 rows must plan exactly like the reference, rows past 4096 included.
 
-#include "test_support.hpp"
+#include "test_random_cases.hpp"
 
 #include <random>
 
@@ -59,6 +59,19 @@ TEST_P(LargeBatch, SparseLongRowsAndLateBadRowsMatchReference) {
   EXPECT_EQ(out.first_bad_row, 23000);
   EXPECT_EQ(out.enable, 1);
   EXPECT_EQ(out.write_seed_slot_indices[kRows - 1], 9 * 1500 + 1499);
+}
+
+// Batch sizes at the edges of the CUDA persistent path's kernel shapes: the fused kernel (up to 256
+// rows, one a thread), the rows kernel's blocks of 256 rows, and its blocks of several 256-row chunks
+// past 64 blocks (16384 rows). Random rows as in the differential tests, two seeds each.
+TEST_P(LargeBatch, KernelShapeEdgesMatchReference) {
+  for (const std::int64_t bs : {255, 256, 257, 511, 512, 513, 16383, 16384, 16385, 16641}) {
+    for (const std::uint64_t seed : {1u, 2u}) {
+      SCOPED_TRACE("bs " + std::to_string(bs) + ", seed " + std::to_string(seed));
+      const RandomCase c = CaseGenerator(seed * 1000003u + static_cast<std::uint64_t>(bs)).next(bs);
+      plan_checked(c.inputs, c.capacities);
+    }
+  }
 }
 
 KVCANARY_INSTANTIATE_OVER_ALGORITHMS(LargeBatch);

@@ -23,10 +23,12 @@ class CaseGenerator {
  public:
   explicit CaseGenerator(std::uint64_t seed) : rng_(seed) {}
 
-  RandomCase next() {
+  RandomCase next() { return next(batch_size_()); }
+
+  // A case with `bs` rows (the batch size is otherwise drawn first, so both draw the same rows after it).
+  RandomCase next(std::int64_t bs) {
     RandomCase c;
     Inputs& in = c.inputs;
-    const std::int64_t bs = batch_size_();
     in.max_reqs = between(1, 12);
     in.max_seq_len = chance(0.1) ? between(65, 300) : between(1, 64);
     const std::int64_t slots = in.max_reqs * in.max_seq_len;
