@@ -129,10 +129,6 @@ __device__ void expand_tile(const DeviceInputs<MemorySpace>& in, const DeviceOut
   }
 }
 
-// The rows that own entries `a` and `b` (a <= b < total) of the flat verify array, found by the
-// whole block from offsets in global memory: each round samples the remaining range at an even
-// stride, one sample a thread, and counts the samples <= the entry (a barrier each); bs <= 65536
-// takes two rounds. Requires every thread of the block.
 struct RowSpan {
   std::int64_t first, last;
 };
@@ -140,14 +136,19 @@ struct RowSpan {
 struct OwnerRange {  // the owner of an entry lies in [lo, lo + span)
   std::int64_t lo, span;
 
+  __device__ std::int64_t end() const { return lo + span; }
   __device__ std::int64_t sample(std::int64_t stride) const { return lo + std::int64_t(threadIdx.x) * stride; }
   __device__ void narrow(std::int64_t stride, int at_or_below) {
-    const std::int64_t end = lo + span;
+    const std::int64_t old_end = end();
     lo += std::int64_t(at_or_below - 1) * stride;  // sample 0 is lo itself, always <= the entry
-    span = end - lo < stride ? end - lo : stride;
+    span = old_end - lo < stride ? old_end - lo : stride;
   }
 };
 
+// The rows that own entries `a` and `b` (a <= b < total) of the flat verify array, found by the
+// whole block from offsets in global memory: each round samples the remaining range at an even
+// stride, one sample a thread, and counts the samples <= the entry (a barrier each); bs <= 65536
+// takes two rounds. Requires every thread of the block.
 template <class Offsets>
 __device__ RowSpan block_owner_rows(const Offsets& offsets, std::int64_t batch_size, std::int64_t a, std::int64_t b) {
   OwnerRange ra{0, batch_size}, rb{0, batch_size};
@@ -155,8 +156,8 @@ __device__ RowSpan block_owner_rows(const Offsets& offsets, std::int64_t batch_s
     const std::int64_t stride_a = (ra.span + kTileThreads - 1) / kTileThreads;
     const std::int64_t stride_b = (rb.span + kTileThreads - 1) / kTileThreads;
     const std::int64_t sa = ra.sample(stride_a), sb = rb.sample(stride_b);
-    const bool below_a = sa < ra.lo + ra.span && offsets(sa) <= a;
-    const bool below_b = sb < rb.lo + rb.span && offsets(sb) <= b;
+    const bool below_a = sa < ra.end() && offsets(sa) <= a;
+    const bool below_b = sb < rb.end() && offsets(sb) <= b;
     ra.narrow(stride_a, __syncthreads_count(below_a));
     rb.narrow(stride_b, __syncthreads_count(below_b));
   }

@@ -250,9 +250,10 @@ __global__ void __launch_bounds__(kRowsThreads)
     __syncthreads();  // storage is reused by the next chunk; status is complete after the last
   }
   if (blockIdx.x == gridDim.x - 1 && threadIdx.x == 0) {
-    const int first_bad = before.first_bad_row < status.first_bad_row ? before.first_bad_row : status.first_bad_row;
-    write_totals(out, batch_size, carry.verify, carry.write, before.error_bits | status.error_bits,
-                 bad_row_or_none(first_bad));
+    // carry already counts the earlier rows' lengths: only their status is added to this block's.
+    const RowsSummary own{ScanPair{0, 0u}, status.error_bits, status.first_bad_row};
+    const RowsSummary all = RowsSummarySum()(before, own);
+    write_totals(out, batch_size, carry.verify, carry.write, all.error_bits, bad_row_or_none(all.first_bad_row));
   }
   zero_write_offsets_tail(out, batch_size);
 }
@@ -274,8 +275,10 @@ __global__ void __launch_bounds__(kTileThreads)
     const RowSpan span = block_owner_rows(out.verify_offsets, batch_size, begin, end - 1);
     const std::int64_t n = span.last - span.first + 1;
     if (n <= kStagedRows) {  // block-uniform
+      // Offsets up to row last + 1 (it exists: last < batch_size). expand_tile never reads the last
+      // one, but without it ptxas gives this kernel 72 registers instead of 64 (3 blocks per SM, not 4).
       for (std::int64_t t = threadIdx.x; t <= n; t += kTileThreads) {
-        offsets[t] = out.verify_offsets(span.first + t);  // row first + n exists: last < batch_size
+        offsets[t] = out.verify_offsets(span.first + t);
         if (t < n) rows[t] = in.row_fields(span.first + t);
       }
       __syncthreads();
