@@ -62,11 +62,11 @@ TEST_P(LargeBatch, SparseLongRowsAndLateBadRowsMatchReference) {
 }
 
 // Batch sizes at the edges of the CUDA persistent path's kernel shapes: the small kernel (up to 32
-// rows one a lane, up to 64 two a lane), the fused kernel (up to 256 rows, one a thread), the rows
+// rows, one a lane), the fused kernel (up to 256 rows, one a thread), the rows
 // kernel's blocks of 256 rows, and its blocks of several 256-row chunks past 64 blocks (16384 rows).
 // Random rows as in the differential tests, two seeds each.
 TEST_P(LargeBatch, KernelShapeEdgesMatchReference) {
-  for (const std::int64_t bs : {1, 31, 32, 33, 63, 64, 65, 255, 256, 257, 511, 512, 513, 16383, 16384, 16385, 16641}) {
+  for (const std::int64_t bs : {1, 31, 32, 33, 255, 256, 257, 511, 512, 513, 16383, 16384, 16385, 16641}) {
     for (const std::uint64_t seed : {1u, 2u}) {
       SCOPED_TRACE("bs " + std::to_string(bs) + ", seed " + std::to_string(seed));
       const RandomCase c = CaseGenerator(seed * 1000003u + static_cast<std::uint64_t>(bs)).next(bs);

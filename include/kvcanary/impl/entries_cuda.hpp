@@ -46,7 +46,7 @@ inline void cuda_check(cudaError_t error, const char* call, const char* file, in
 namespace CudaPersistent {
 
 constexpr std::int64_t kFusedMaxRows = kTileThreads;  // the fused kernel gives each row one thread
-constexpr std::int64_t kSmallMaxRows = 64;             // small_plan_kernel: at most 2 rows a lane
+constexpr std::int64_t kSmallMaxRows = 32;             // small_plan_kernel gives each row one lane
 constexpr int kRowsThreads = 256;                     // the rows kernel: one row a thread per chunk
 constexpr int kRowsMaxBlocks = 64;                    // rows re-read before a block grow with the block count
 constexpr int kSummaryRowsPerThread = 8;              // rows a thread loads at once when adding up earlier rows
@@ -188,56 +188,44 @@ __device__ inline RowsSummary warp_broadcast(const RowsSummary& s, int lane) {
           __shfl_sync(0xffffffffu, s.error_bits, lane), __shfl_sync(0xffffffffu, s.first_bad_row, lane)};
 }
 
-// The whole plan in one launch for batch_size <= 32 * kRowsPerLane, with no block barrier: every warp
-// scans the rows itself (kRowsPerLane consecutive rows a lane, then shuffles; the status is part of
-// the scan value) into its own slice of shared memory, and expands its share of each tile from it.
-// Warp 0 of block 0 also writes the WritePlan, the scalars and the status.
-template <class MemorySpace, int kRowsPerLane>
+// The whole plan in one launch for batch_size <= kSmallMaxRows (one row a lane), with no block
+// barrier: every warp scans the rows itself (shuffles; the status is part of the scan value) into its
+// own slice of shared memory and expands its share of each tile from it. Warp 0 of block 0 also
+// writes the WritePlan, the scalars and the status.
+template <class MemorySpace>
 __global__ void __launch_bounds__(kTileThreads)
     small_plan_kernel(const DeviceInputs<MemorySpace> in, const DeviceOutputs<MemorySpace> out,
                       const std::int64_t batch_size) {
   constexpr int kWarps = kTileThreads / 32;
-  constexpr int kRows = 32 * kRowsPerLane;
-  __shared__ std::int64_t offsets[kWarps][kRows + 1];
-  __shared__ RowFields rows[kWarps][kRows];
+  __shared__ std::int64_t offsets[kWarps][kSmallMaxRows + 1];
+  __shared__ RowFields rows[kWarps][kSmallMaxRows];
   const int warp = threadIdx.x / 32;
-  const std::int64_t first = std::int64_t(threadIdx.x % 32) * kRowsPerLane;  // this lane's first row
+  const std::int64_t r = threadIdx.x % 32;
+  const bool mine_row = r < batch_size;
   const bool writer = blockIdx.x == 0 && warp == 0;
-
-  RowFields f[kRowsPerLane];
-#pragma unroll
-  for (int q = 0; q < kRowsPerLane; ++q)  // rows past the batch read nothing: all-zero rows are padding
-    f[q] = first + q < batch_size ? in.row_fields(first + q) : RowFields{0, 0, 0, 0};
-  RowGeometry g[kRowsPerLane];
-  std::int32_t seed_raw[kRowsPerLane];
-  RowsSummary mine{{0, 0u}, 0, INT_MAX};
-#pragma unroll
-  for (int q = 0; q < kRowsPerLane; ++q) {
-    g[q] = in.row_geometry(f[q]);
-    seed_raw[q] = writer ? in.seed_raw(g[q]) : -1;  // in flight during the scan
-    mine = RowsSummarySum()(mine, summary(g[q], first + q));
-  }
+  // Lanes past the batch read nothing: their all-zero row is padding and counts for nothing.
+  const RowFields f = mine_row ? in.row_fields(r) : RowFields{0, 0, 0, 0};
+  const RowGeometry g = in.row_geometry(f);
+  const std::int32_t seed_raw = writer ? in.seed_raw(g) : -1;  // in flight during the scan
+  const RowsSummary mine = summary(g, r);
   const RowsSummary through = warp_inclusive_scan(mine);
   const RowsSummary all = warp_broadcast(through, 31);
-  ScanPair base{through.lengths.verify - mine.lengths.verify, through.lengths.write - mine.lengths.write};
-#pragma unroll
-  for (int q = 0; q < kRowsPerLane; ++q) {
-    const std::int64_t r = first + q;
-    if (r < batch_size) {
-      offsets[warp][r] = base.verify;
-      rows[warp][r] = f[q];
-      if (writer) {
-        out.write_offsets(r) = static_cast<std::int64_t>(base.write);
-        out.write_seed_slot_indices(r) = in.translate(seed_raw[q]);
-      }
-    }
-    base = ScanPairSum()(base, lengths(g[q]));
+  const std::int64_t base_verify = through.lengths.verify - mine.lengths.verify;
+  if (mine_row) {
+    offsets[warp][r] = base_verify;
+    rows[warp][r] = f;
   }
-  if (threadIdx.x % 32 == 0) offsets[warp][batch_size] = all.lengths.verify;
+  if (r == 0) offsets[warp][batch_size] = all.lengths.verify;
   __syncwarp();
-  if (writer && threadIdx.x == 0)
-    write_totals(out, batch_size, all.lengths.verify, all.lengths.write, all.error_bits,
-                 bad_row_or_none(all.first_bad_row));
+  if (writer) {
+    if (mine_row) {
+      out.write_offsets(r) = static_cast<std::int64_t>(through.lengths.write - mine.lengths.write);
+      out.write_seed_slot_indices(r) = in.translate(seed_raw);
+    }
+    if (r == 0)
+      write_totals(out, batch_size, all.lengths.verify, all.lengths.write, all.error_bits,
+                   bad_row_or_none(all.first_bad_row));
+  }
   zero_write_offsets_tail(out, batch_size);
 
   if (all.lengths.verify > out.verify_capacity()) return;  // overflow: the verify arrays stay untouched
@@ -391,9 +379,8 @@ struct Kernels {
     static const int blocks = resident_blocks(fused_plan_kernel<MemorySpace>, kTileThreads, device);
     return blocks;
   }
-  template <int kRowsPerLane>
   static int small_blocks(int device) {
-    static const int blocks = resident_blocks(small_plan_kernel<MemorySpace, kRowsPerLane>, kTileThreads, device);
+    static const int blocks = resident_blocks(small_plan_kernel<MemorySpace>, kTileThreads, device);
     return blocks;
   }
   // Whether the entries kernel may be a programmatic dependent launch: its code for this device was
@@ -450,16 +437,11 @@ struct EntriesBackend<Kokkos::Cuda> {
     const int device = space.cuda_device();
     const cudaStream_t stream = space.cuda_stream();
     if (batch_size <= kSmallMaxRows) {
-      const bool one_row_a_lane = batch_size <= 32;
-      const int resident = one_row_a_lane ? Kernels<MemorySpace>::template small_blocks<1>(device)
-                                          : Kernels<MemorySpace>::template small_blocks<2>(device);
+      const int resident = Kernels<MemorySpace>::small_blocks(device);
       if (resident <= 0) return false;
       Kokkos::Profiling::pushRegion("kvcanary::plan::entries[cuda_persistent_small]");
-      const unsigned blocks = grid_blocks(out.verify_capacity(), resident);
-      if (one_row_a_lane)
-        small_plan_kernel<MemorySpace, 1><<<blocks, kTileThreads, 0, stream>>>(in, out, batch_size);
-      else
-        small_plan_kernel<MemorySpace, 2><<<blocks, kTileThreads, 0, stream>>>(in, out, batch_size);
+      small_plan_kernel<MemorySpace>
+          <<<grid_blocks(out.verify_capacity(), resident), kTileThreads, 0, stream>>>(in, out, batch_size);
     } else if (batch_size <= kFusedMaxRows) {
       const int resident = Kernels<MemorySpace>::fused_blocks(device);
       if (resident <= 0) return false;
