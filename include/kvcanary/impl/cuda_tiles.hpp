@@ -22,6 +22,9 @@ constexpr int kTileThreads = 256;     // blocks of the fused and the entries ker
 constexpr int kEntriesPerThread = 4;  // per tile; all loads of a tile are issued before any store
 constexpr std::int64_t kTileEntries =
     std::int64_t(kTileThreads) * kEntriesPerThread;  // 4x larger was slower (perf-notes v3)
+// Tiles of one entry a thread, for the small kernel: one SM stores only ~23 bytes a cycle to L2
+// (perf-notes v7), so a few small tiles on many SMs finish sooner than one large tile.
+constexpr int kSmallEntriesPerThread = 1;
 
 // Offsets and row inputs of rows [first, first + n), copied to shared memory by the kernel.
 struct StagedOffsets {
@@ -56,31 +59,31 @@ __device__ void store_entry_streaming(const DeviceOutputs<MemorySpace>& out, std
 // base pointers once, then per entry one req_to_token load, one pool load and the stores. Entries of
 // a warp have consecutive positions, so an entry's predecessor slot is the slot of the lane below
 // (one LUT gather per entry, not two); lane 0 loads its own.
-template <class MemorySpace>
+template <int kPerThread, class MemorySpace>
 __device__ void expand_row_tile(const DeviceInputs<MemorySpace>& in, const DeviceOutputs<MemorySpace>& out,
                                 const RowFields& f, std::int64_t row_begin, std::int64_t begin, std::int64_t end) {
   const std::int64_t first_position = in.window_start(f.prefix) + (begin - row_begin);
   const std::int32_t* const tokens = &in.req_to_token(f.pool_row, 0);
   const std::int32_t* const pool = in.pool_row_data(f.pool_row);
   const bool lane0 = threadIdx.x % 32 == 0;
-  std::int64_t position[kEntriesPerThread], token[kEntriesPerThread];
-  std::int32_t raw[kEntriesPerThread], raw_before[kEntriesPerThread];
+  std::int64_t position[kPerThread], token[kPerThread];
+  std::int32_t raw[kPerThread], raw_before[kPerThread];
 #pragma unroll
-  for (int k = 0; k < kEntriesPerThread; ++k) {
+  for (int k = 0; k < kPerThread; ++k) {
     const std::int64_t i = begin + k * kTileThreads + threadIdx.x;
     position[k] = first_position + ((i < end ? i : end - 1) - begin);  // dead lanes repeat the last entry
     raw[k] = tokens[position[k]];
     raw_before[k] = (lane0 & (position[k] > 0)) ? tokens[position[k] - 1] : -1;
     token[k] = in.expected_token(pool, f.valid_len, position[k]);
   }
-  std::int64_t slot[kEntriesPerThread], before[kEntriesPerThread];
+  std::int64_t slot[kPerThread], before[kPerThread];
 #pragma unroll
-  for (int k = 0; k < kEntriesPerThread; ++k) {
+  for (int k = 0; k < kPerThread; ++k) {
     slot[k] = in.translate(raw[k]);
     before[k] = lane0 ? in.translate(raw_before[k]) : 0;
   }
 #pragma unroll
-  for (int k = 0; k < kEntriesPerThread; ++k) {
+  for (int k = 0; k < kPerThread; ++k) {
     const std::int64_t below = __shfl_up_sync(0xffffffffu, slot[k], 1);
     const std::int64_t i = begin + k * kTileThreads + threadIdx.x;
     const EntryValues v{slot[k], token[k], position[k], lane0 ? before[k] : below};
@@ -92,38 +95,38 @@ __device__ void expand_row_tile(const DeviceInputs<MemorySpace>& in, const Devic
   }
 }
 
-// Expands entries [begin, end) of the flat verify array (at most kTileEntries) with one block;
+// Expands entries [begin, end) of the flat verify array (at most kTileThreads * kPerThread) with one block;
 // first_row and last_row own entries begin and end - 1. A tile inside one row goes to
 // expand_row_tile; otherwise each thread's entries go in phases unrolled over the entries so that
 // their loads are in flight together: owners (offsets only), row inputs, entry values
 // (req_to_token, pool, LUT), then the stores. A store between loads would serialize them: the int64
 // outputs may alias the int64 inputs.
-template <class MemorySpace, class Offsets, class Rows>
+template <int kPerThread, class MemorySpace, class Offsets, class Rows>
 __device__ void expand_tile(const DeviceInputs<MemorySpace>& in, const DeviceOutputs<MemorySpace>& out,
                             const Offsets& offsets, const Rows& rows, std::int64_t first_row, std::int64_t last_row,
                             std::int64_t begin, std::int64_t end) {
   if (first_row == last_row) {  // block-uniform
-    expand_row_tile(in, out, rows(first_row), offsets(first_row), begin, end);
+    expand_row_tile<kPerThread>(in, out, rows(first_row), offsets(first_row), begin, end);
     return;
   }
-  std::int64_t row[kEntriesPerThread], j[kEntriesPerThread];
+  std::int64_t row[kPerThread], j[kPerThread];
   std::int64_t r = first_row;  // rows only grow with the entry index
 #pragma unroll
-  for (int k = 0; k < kEntriesPerThread; ++k) {
+  for (int k = 0; k < kPerThread; ++k) {
     const std::int64_t i = begin + k * kTileThreads + threadIdx.x;
     const std::int64_t live = i < end ? i : end - 1;  // dead lanes repeat the last entry, never stored
     r = owner_row(offsets, r, last_row, live);
     row[k] = r;
     j[k] = live - offsets(r);
   }
-  RowFields fields[kEntriesPerThread];
+  RowFields fields[kPerThread];
 #pragma unroll
-  for (int k = 0; k < kEntriesPerThread; ++k) fields[k] = rows(row[k]);
-  EntryValues values[kEntriesPerThread];
+  for (int k = 0; k < kPerThread; ++k) fields[k] = rows(row[k]);
+  EntryValues values[kPerThread];
 #pragma unroll
-  for (int k = 0; k < kEntriesPerThread; ++k) values[k] = entry_values(in, fields[k], j[k]);
+  for (int k = 0; k < kPerThread; ++k) values[k] = entry_values(in, fields[k], j[k]);
 #pragma unroll
-  for (int k = 0; k < kEntriesPerThread; ++k) {
+  for (int k = 0; k < kPerThread; ++k) {
     const std::int64_t i = begin + k * kTileThreads + threadIdx.x;
     if (i < end) store_entry(out, i, values[k]);
   }

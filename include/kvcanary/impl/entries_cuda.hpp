@@ -46,7 +46,7 @@ inline void cuda_check(cudaError_t error, const char* call, const char* file, in
 namespace CudaPersistent {
 
 constexpr std::int64_t kFusedMaxRows = kTileThreads;  // the fused kernel gives each row one thread
-constexpr std::int64_t kSmallMaxRows = 32;             // small_plan_kernel gives each row one lane
+constexpr std::int64_t kSmallMaxRows = 32;            // small_plan_kernel gives each row one lane
 constexpr int kRowsThreads = 256;                     // the rows kernel: one row a thread per chunk
 constexpr int kRowsMaxBlocks = 64;                    // rows re-read before a block grow with the block count
 constexpr int kSummaryRowsPerThread = 8;              // rows a thread loads at once when adding up earlier rows
@@ -104,17 +104,17 @@ __device__ inline int bad_row_or_none(int first_bad_row) {
   return first_bad_row == INT_MAX ? -1 : first_bad_row;
 }
 
-// Tiles blockIdx.x, blockIdx.x + gridDim.x, ... of [0, total), with the offsets and row inputs of
-// every row at hand (the fused kernel's shared memory).
-template <class MemorySpace, class Offsets, class Rows>
+// Tiles (of kTileThreads * kPerThread entries) blockIdx.x, blockIdx.x + gridDim.x, ... of [0, total),
+// with the offsets and row inputs of every row at hand (the fused and small kernels' shared memory).
+template <int kPerThread, class MemorySpace, class Offsets, class Rows>
 __device__ void expand_tiles(const DeviceInputs<MemorySpace>& in, const DeviceOutputs<MemorySpace>& out,
                              const Offsets& offsets, const Rows& rows, std::int64_t batch_size, std::int64_t total) {
-  for (std::int64_t begin = std::int64_t(blockIdx.x) * kTileEntries; begin < total;
-       begin += std::int64_t(gridDim.x) * kTileEntries) {
-    const std::int64_t end = begin + kTileEntries < total ? begin + kTileEntries : total;
+  constexpr std::int64_t tile = std::int64_t(kTileThreads) * kPerThread;
+  for (std::int64_t begin = std::int64_t(blockIdx.x) * tile; begin < total; begin += std::int64_t(gridDim.x) * tile) {
+    const std::int64_t end = begin + tile < total ? begin + tile : total;
     const std::int64_t first_row = owner_row(offsets, 0, batch_size - 1, begin);
     const std::int64_t last_row = owner_row(offsets, first_row, batch_size - 1, end - 1);
-    expand_tile(in, out, offsets, rows, first_row, last_row, begin, end);
+    expand_tile<kPerThread>(in, out, offsets, rows, first_row, last_row, begin, end);
   }
 }
 
@@ -166,7 +166,8 @@ __global__ void __launch_bounds__(kTileThreads)
   zero_write_offsets_tail(out, batch_size);
 
   if (totals.verify > out.verify_capacity()) return;  // overflow: the verify arrays stay untouched
-  expand_tiles(in, out, StagedOffsets{offsets, 0}, StagedRowFields{rows, 0}, batch_size, totals.verify);
+  expand_tiles<kEntriesPerThread>(in, out, StagedOffsets{offsets, 0}, StagedRowFields{rows, 0}, batch_size,
+                                  totals.verify);
 }
 
 // Inclusive scan of the lanes' summaries over the warp (shuffles only).
@@ -174,10 +175,10 @@ __device__ inline RowsSummary warp_inclusive_scan(RowsSummary s) {
   const unsigned lane = threadIdx.x % 32;
 #pragma unroll
   for (int d = 1; d < 32; d *= 2) {
-    const RowsSummary below{{__shfl_up_sync(0xffffffffu, s.lengths.verify, d),
-                             __shfl_up_sync(0xffffffffu, s.lengths.write, d)},
-                            __shfl_up_sync(0xffffffffu, s.error_bits, d),
-                            __shfl_up_sync(0xffffffffu, s.first_bad_row, d)};
+    const RowsSummary below{
+        {__shfl_up_sync(0xffffffffu, s.lengths.verify, d), __shfl_up_sync(0xffffffffu, s.lengths.write, d)},
+        __shfl_up_sync(0xffffffffu, s.error_bits, d),
+        __shfl_up_sync(0xffffffffu, s.first_bad_row, d)};
     if (lane >= d) s = RowsSummarySum()(below, s);
   }
   return s;
@@ -185,7 +186,8 @@ __device__ inline RowsSummary warp_inclusive_scan(RowsSummary s) {
 
 __device__ inline RowsSummary warp_broadcast(const RowsSummary& s, int lane) {
   return {{__shfl_sync(0xffffffffu, s.lengths.verify, lane), __shfl_sync(0xffffffffu, s.lengths.write, lane)},
-          __shfl_sync(0xffffffffu, s.error_bits, lane), __shfl_sync(0xffffffffu, s.first_bad_row, lane)};
+          __shfl_sync(0xffffffffu, s.error_bits, lane),
+          __shfl_sync(0xffffffffu, s.first_bad_row, lane)};
 }
 
 // The whole plan in one launch for batch_size <= kSmallMaxRows (one row a lane), with no block
@@ -229,8 +231,8 @@ __global__ void __launch_bounds__(kTileThreads)
   zero_write_offsets_tail(out, batch_size);
 
   if (all.lengths.verify > out.verify_capacity()) return;  // overflow: the verify arrays stay untouched
-  expand_tiles(in, out, StagedOffsets{offsets[warp], 0}, StagedRowFields{rows[warp], 0}, batch_size,
-               all.lengths.verify);
+  expand_tiles<kSmallEntriesPerThread>(in, out, StagedOffsets{offsets[warp], 0}, StagedRowFields{rows[warp], 0},
+                                       batch_size, all.lengths.verify);
 }
 
 // What rows [0, end) add up to, this thread's share (kSummaryRowsPerThread rows' loads at once).
@@ -347,10 +349,11 @@ __global__ void __launch_bounds__(kTileThreads)
         if (t < n) rows[t] = in.row_fields(span.first + t);
       }
       __syncthreads();
-      expand_tile(in, out, StagedOffsets{offsets, span.first}, StagedRowFields{rows, span.first}, span.first, span.last,
-                  begin, end);
+      expand_tile<kEntriesPerThread>(in, out, StagedOffsets{offsets, span.first}, StagedRowFields{rows, span.first},
+                                     span.first, span.last, begin, end);
     } else {
-      expand_tile(in, out, out.verify_offsets, GlobalRowFields<MemorySpace>{in}, span.first, span.last, begin, end);
+      expand_tile<kEntriesPerThread>(in, out, out.verify_offsets, GlobalRowFields<MemorySpace>{in}, span.first,
+                                     span.last, begin, end);
     }
     __syncthreads();  // the next tile restages
   }
@@ -416,10 +419,10 @@ void launch_after_previous(void (*kernel)(Params...), unsigned blocks, cudaStrea
   KVCANARY_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
 }
 
-// Tiles of kTileEntries up to the capacity (the host's only bound on the total), at most as many
+// Tiles of tile_entries up to the capacity (the host's only bound on the total), at most as many
 // blocks as fit on the device at once; at least one block.
-inline unsigned grid_blocks(std::int64_t verify_capacity, int resident) {
-  const std::int64_t tiles = (verify_capacity + kTileEntries - 1) / kTileEntries;
+inline unsigned grid_blocks(std::int64_t verify_capacity, int resident, std::int64_t tile_entries = kTileEntries) {
+  const std::int64_t tiles = (verify_capacity + tile_entries - 1) / tile_entries;
   return static_cast<unsigned>(tiles < 1 ? 1 : (tiles < resident ? tiles : resident));
 }
 
@@ -441,7 +444,8 @@ struct EntriesBackend<Kokkos::Cuda> {
       if (resident <= 0) return false;
       Kokkos::Profiling::pushRegion("kvcanary::plan::entries[cuda_persistent_small]");
       small_plan_kernel<MemorySpace>
-          <<<grid_blocks(out.verify_capacity(), resident), kTileThreads, 0, stream>>>(in, out, batch_size);
+          <<<grid_blocks(out.verify_capacity(), resident, std::int64_t(kTileThreads) * kSmallEntriesPerThread),
+             kTileThreads, 0, stream>>>(in, out, batch_size);
     } else if (batch_size <= kFusedMaxRows) {
       const int resident = Kernels<MemorySpace>::fused_blocks(device);
       if (resident <= 0) return false;
