@@ -75,6 +75,25 @@ TEST_P(LargeBatch, KernelShapeEdgesMatchReference) {
   }
 }
 
+// A few long rows (the small kernel's 4-entry tiles: the capacity exceeds one tile per SM), and the
+// same short rows under a small and a large capacity (the CUDA small kernel picks its tile width from
+// the capacity, the only bound the host knows on the total), with a pool and rows that end mid-tile.
+TEST_P(LargeBatch, FewRowsUnderSmallAndLargeCapacitiesMatchReference) {
+  Inputs in = linear(6, 50000);
+  set_pool(in, 6, 50000, {50000, 1234, 49999, 7});
+  in.req_pool_indices = {5, 2, 0, 3};
+  in.prefix_lens = {50000, 40001, 99, 33333};
+  in.extend_seq_lens = {1, 2, 3, 1};
+  const Outputs out = plan_checked(in, {50000 + 40001 + 33333, 4});
+  EXPECT_EQ(out.enable, 1);
+
+  in.prefix_lens = {1000, 1, 99, 1025};
+  for (const std::int64_t capacity : {std::int64_t{2026}, std::int64_t{1} << 22}) {
+    SCOPED_TRACE("capacity " + std::to_string(capacity));
+    EXPECT_EQ(plan_checked(in, {capacity, 4}).verify_num_valid, 2026);
+  }
+}
+
 KVCANARY_INSTANTIATE_OVER_ALGORITHMS(LargeBatch);
 
 }  // namespace kvcanary_test

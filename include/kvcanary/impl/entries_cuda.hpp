@@ -193,8 +193,8 @@ __device__ inline RowsSummary warp_broadcast(const RowsSummary& s, int lane) {
 // The whole plan in one launch for batch_size <= kSmallMaxRows (one row a lane), with no block
 // barrier: every warp scans the rows itself (shuffles; the status is part of the scan value) into its
 // own slice of shared memory and expands its share of each tile from it. Warp 0 of block 0 also
-// writes the WritePlan, the scalars and the status.
-template <class MemorySpace>
+// writes the WritePlan, the scalars and the status. Tiles of kTileThreads * kPerThread entries.
+template <class MemorySpace, int kPerThread>
 __global__ void __launch_bounds__(kTileThreads)
     small_plan_kernel(const DeviceInputs<MemorySpace> in, const DeviceOutputs<MemorySpace> out,
                       const std::int64_t batch_size) {
@@ -231,8 +231,8 @@ __global__ void __launch_bounds__(kTileThreads)
   zero_write_offsets_tail(out, batch_size);
 
   if (all.lengths.verify > out.verify_capacity()) return;  // overflow: the verify arrays stay untouched
-  expand_tiles<kSmallEntriesPerThread>(in, out, StagedOffsets{offsets[warp], 0}, StagedRowFields{rows[warp], 0},
-                                       batch_size, all.lengths.verify);
+  expand_tiles<kPerThread>(in, out, StagedOffsets{offsets[warp], 0}, StagedRowFields{rows[warp], 0}, batch_size,
+                           all.lengths.verify);
 }
 
 // What rows [0, end) add up to, this thread's share (kSummaryRowsPerThread rows' loads at once).
@@ -365,6 +365,15 @@ inline std::int64_t rows_per_block(std::int64_t batch_size) {
   return (chunks + kRowsMaxBlocks - 1) / kRowsMaxBlocks * kRowsThreads;
 }
 
+// The device's SM count, queried once per process; 0 when the query fails.
+inline int sm_count(int device) {
+  static const int sms = [device] {
+    int n = 0;
+    return cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device) == cudaSuccess ? n : 0;
+  }();
+  return sms;
+}
+
 // Blocks of `threads` that fit on the device at once (SM count x occupancy); 0 when the query
 // fails, which sends the call to the portable path.
 template <class Kernel>
@@ -382,8 +391,9 @@ struct Kernels {
     static const int blocks = resident_blocks(fused_plan_kernel<MemorySpace>, kTileThreads, device);
     return blocks;
   }
+  template <int kPerThread>
   static int small_blocks(int device) {
-    static const int blocks = resident_blocks(small_plan_kernel<MemorySpace>, kTileThreads, device);
+    static const int blocks = resident_blocks(small_plan_kernel<MemorySpace, kPerThread>, kTileThreads, device);
     return blocks;
   }
   // Whether the entries kernel may be a programmatic dependent launch: its code for this device was
@@ -440,12 +450,19 @@ struct EntriesBackend<Kokkos::Cuda> {
     const int device = space.cuda_device();
     const cudaStream_t stream = space.cuda_stream();
     if (batch_size <= kSmallMaxRows) {
-      const int resident = Kernels<MemorySpace>::small_blocks(device);
+      // Fewer 4-entry tiles than SMs: one-entry tiles, spread over the SMs.
+      const bool spread = grid_blocks(out.verify_capacity(), INT_MAX) < static_cast<unsigned>(sm_count(device));
+      const int resident = spread ? Kernels<MemorySpace>::template small_blocks<kSpreadEntriesPerThread>(device)
+                                  : Kernels<MemorySpace>::template small_blocks<kEntriesPerThread>(device);
       if (resident <= 0) return false;
       Kokkos::Profiling::pushRegion("kvcanary::plan::entries[cuda_persistent_small]");
-      small_plan_kernel<MemorySpace>
-          <<<grid_blocks(out.verify_capacity(), resident, std::int64_t(kTileThreads) * kSmallEntriesPerThread),
-             kTileThreads, 0, stream>>>(in, out, batch_size);
+      if (spread)
+        small_plan_kernel<MemorySpace, kSpreadEntriesPerThread>
+            <<<grid_blocks(out.verify_capacity(), resident, std::int64_t(kTileThreads) * kSpreadEntriesPerThread),
+               kTileThreads, 0, stream>>>(in, out, batch_size);
+      else
+        small_plan_kernel<MemorySpace, kEntriesPerThread>
+            <<<grid_blocks(out.verify_capacity(), resident), kTileThreads, 0, stream>>>(in, out, batch_size);
     } else if (batch_size <= kFusedMaxRows) {
       const int resident = Kernels<MemorySpace>::fused_blocks(device);
       if (resident <= 0) return false;
