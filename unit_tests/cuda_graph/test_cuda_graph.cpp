@@ -119,11 +119,13 @@ struct DeviceBatch {
 
 class CudaGraph : public ::testing::TestWithParam<std::tuple<kvcanary::EntriesAlgorithm, int>> {};
 
-// Shapes: decode-like small batch, a batch past the fused kernel's row limit, and a windowed one.
+// Shapes: decode-like batch, a batch past the fused kernel's row limit, a windowed one, and a small
+// batch (the CUDA small kernel, bs <= 32) whose capacity overflows when the batch is heavy.
 const GraphShapes kShapes[] = {
     {64, 33, 700, 16000, 0},
     {5000, 257, 96, 140000, 0},
     {300, 61, 900, 45000, 256},
+    {8, 17, 700, 2048, 0},
 };
 
 TEST_P(CudaGraph, CapturedPlanReplaysWithInputsRefilledInPlace) {
@@ -211,6 +213,6 @@ TEST_P(CudaGraph, CapturedPlanReplaysWithInputsRefilledInPlace) {
 INSTANTIATE_TEST_SUITE_P(BothAlgorithms, CudaGraph,
                          ::testing::Combine(::testing::Values(kvcanary::EntriesAlgorithm::Portable,
                                                               kvcanary::EntriesAlgorithm::CudaPersistent),
-                                            ::testing::Values(0, 1, 2)));
+                                            ::testing::Values(0, 1, 2, 3)));
 
 }  // namespace

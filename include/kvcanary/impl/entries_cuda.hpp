@@ -3,6 +3,9 @@
 
 // The CUDA fast path (EntriesAlgorithm::CudaPersistent), chosen by EntriesBackend<Kokkos::Cuda>.
 //
+// * Batches of up to kSmallMaxRows (32) rows: ONE kernel with no block barrier (small_plan_kernel):
+//   every warp scans the rows itself with shuffles. Its tiles are one entry a thread when 4-entry
+//   tiles would leave SMs idle, so that a small batch's stores spread over more SMs.
 // * Batches of up to kFusedMaxRows (256) rows: ONE kernel. Every block scans the rows into shared
 //   memory (one row per thread, one CUB block scan), block 0 also writes the WritePlan, the scalars
 //   and the status, then all blocks expand their tiles of the verify array. Recomputing 256 rows per
