@@ -133,6 +133,20 @@ __device__ void expand_tile(const DeviceInputs<MemorySpace>& in, const DeviceOut
   }
 }
 
+// Tiles (of kTileThreads * kPerThread entries) blockIdx.x, blockIdx.x + gridDim.x, ... of [0, total),
+// with the offsets and row inputs of every row at hand (the fused and small kernels' shared memory).
+template <int kPerThread, class MemorySpace, class Offsets, class Rows>
+__device__ void expand_tiles(const DeviceInputs<MemorySpace>& in, const DeviceOutputs<MemorySpace>& out,
+                             const Offsets& offsets, const Rows& rows, std::int64_t batch_size, std::int64_t total) {
+  constexpr std::int64_t tile = std::int64_t(kTileThreads) * kPerThread;
+  for (std::int64_t begin = std::int64_t(blockIdx.x) * tile; begin < total; begin += std::int64_t(gridDim.x) * tile) {
+    const std::int64_t end = begin + tile < total ? begin + tile : total;
+    const std::int64_t first_row = owner_row(offsets, 0, batch_size - 1, begin);
+    const std::int64_t last_row = owner_row(offsets, first_row, batch_size - 1, end - 1);
+    expand_tile<kPerThread>(in, out, offsets, rows, first_row, last_row, begin, end);
+  }
+}
+
 struct RowSpan {
   std::int64_t first, last;
 };
