@@ -64,10 +64,11 @@ KOKKOS_INLINE_FUNCTION void expand_row_run(const DeviceInputs<MemorySpace>& in, 
   const std::int32_t* const pool = in.pool_row_data(f.pool_row);
   for (std::int64_t i = begin; i < end; ++i, ++position) {
 #if defined(__GNUC__) && !defined(__CUDA_ARCH__)
-    constexpr std::int64_t kPrefetchDistance = 16;  // perf-notes, host v2
+    // Into L2 only (locality 1): more misses in flight than L1's fill buffers allow (perf-notes, host v3).
+    constexpr std::int64_t kPrefetchDistance = 32;
     if (in.has_lut && position + kPrefetchDistance < in.max_seq_len) {
       const std::int32_t ahead = in.req_to_token(f.pool_row, position + kPrefetchDistance);
-      if (ahead >= 0) __builtin_prefetch(&in.lut(ahead < in.lut_len ? ahead : in.lut_len - 1));
+      if (ahead >= 0) __builtin_prefetch(&in.lut(ahead < in.lut_len ? ahead : in.lut_len - 1), 0, 1);
     }
 #endif
     const std::int64_t slot = in.slot_at(f.pool_row, position);
