@@ -23,7 +23,7 @@ constexpr int kEntriesPerThread = 4;  // per tile; all loads of a tile are issue
 constexpr std::int64_t kTileEntries =
     std::int64_t(kTileThreads) * kEntriesPerThread;  // 4x larger was slower (perf-notes v3)
 // Tiles of one entry a thread, for small batches whose 4-entry tiles would leave SMs idle: one SM
-// stores only ~23 bytes a cycle to L2 (perf-notes v7), so small tiles on many SMs finish sooner.
+// stores only ~14-24 bytes a cycle to L2 (perf-notes v7), so small tiles on many SMs finish sooner.
 // Larger totals keep kEntriesPerThread (bs 4 x 128K: 7.8 us with it, 9.1 us with one entry a thread).
 constexpr int kSpreadEntriesPerThread = 1;
 
