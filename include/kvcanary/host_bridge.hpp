@@ -18,10 +18,9 @@ namespace Impl {
 template <class T, class MemorySpace, class ExecutionSpace>
 Kokkos::View<T*, Kokkos::LayoutRight, MemorySpace> upload(const ExecutionSpace& space, const std::string& label,
                                                           const std::vector<T>& values) {
-  Kokkos::View<T*, Kokkos::LayoutRight, MemorySpace> view(
-      Kokkos::view_alloc(space, Kokkos::WithoutInitializing, label), values.size());
-  Kokkos::View<const T*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> host(values.data(),
-                                                                                          values.size());
+  Kokkos::View<T*, Kokkos::LayoutRight, MemorySpace> view(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, label),
+                                                          values.size());
+  Kokkos::View<const T*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> host(values.data(), values.size());
   Kokkos::deep_copy(space, view, host);
   return view;
 }
@@ -40,8 +39,7 @@ Kokkos::View<T**, Kokkos::LayoutRight, MemorySpace> upload(const ExecutionSpace&
 
 template <class View, class T, class ExecutionSpace>
 void copy_into(const ExecutionSpace& space, const View& device, const std::vector<T>& values) {
-  Kokkos::View<const T*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> host(values.data(),
-                                                                                          values.size());
+  Kokkos::View<const T*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> host(values.data(), values.size());
   Kokkos::deep_copy(space, device, host);
 }
 
@@ -73,21 +71,20 @@ PlanInputs<MemorySpace> upload_inputs(const ExecutionSpace& space, const referen
   in.req_pool_indices = upload<std::int64_t, MemorySpace>(space, "kvcanary::req_pool_indices", host.req_pool_indices);
   in.prefix_lens = upload<std::int64_t, MemorySpace>(space, "kvcanary::prefix_lens", host.prefix_lens);
   in.extend_seq_lens = upload<std::int64_t, MemorySpace>(space, "kvcanary::extend_seq_lens", host.extend_seq_lens);
-  in.req_to_token = upload<std::int32_t, MemorySpace>(space, "kvcanary::req_to_token", host.req_to_token,
-                                                      host.max_reqs, host.max_seq_len);
+  in.req_to_token = upload<std::int32_t, MemorySpace>(space, "kvcanary::req_to_token", host.req_to_token, host.max_reqs,
+                                                      host.max_seq_len);
   in.swa_window_size = host.swa_window_size;
   in.kv_token_id_vs_position_offset = host.kv_token_id_vs_position_offset;
   if (host.full_to_swa_index_mapping)
-    in.full_to_swa_index_mapping = upload<std::int64_t, MemorySpace>(
-        space, "kvcanary::full_to_swa_index_mapping", *host.full_to_swa_index_mapping);
+    in.full_to_swa_index_mapping = upload<std::int64_t, MemorySpace>(space, "kvcanary::full_to_swa_index_mapping",
+                                                                     *host.full_to_swa_index_mapping);
   if (host.req_to_verify_expected_tokens)
     in.req_to_verify_expected_tokens =
         upload<std::int32_t, MemorySpace>(space, "kvcanary::req_to_verify_expected_tokens",
                                           *host.req_to_verify_expected_tokens, host.pool_rows, host.pool_cols);
   if (host.req_to_verify_expected_tokens_valid_lens)
-    in.req_to_verify_expected_tokens_valid_lens =
-        upload<std::int64_t, MemorySpace>(space, "kvcanary::req_to_verify_expected_tokens_valid_lens",
-                                          *host.req_to_verify_expected_tokens_valid_lens);
+    in.req_to_verify_expected_tokens_valid_lens = upload<std::int64_t, MemorySpace>(
+        space, "kvcanary::req_to_verify_expected_tokens_valid_lens", *host.req_to_verify_expected_tokens_valid_lens);
   return in;
 }
 

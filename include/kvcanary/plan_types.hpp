@@ -14,9 +14,9 @@ namespace kvcanary {
 
 // Input error bits of SPEC §4, OR-ed into PlanStatus::input_error_bits.
 enum InputErrorBits : std::int32_t {
-  kBadPoolIndex = 1,   // req_pool_indices[r] outside [0, max_reqs)
-  kBadPrefixLen = 2,   // prefix_lens[r] > max_seq_len
-  kBadPoolRow = 4,     // with a pool: pool row outside [0, pool_rows) or valid_lens[r] > pool_cols
+  kBadPoolIndex = 1,  // req_pool_indices[r] outside [0, max_reqs)
+  kBadPrefixLen = 2,  // prefix_lens[r] > max_seq_len
+  kBadPoolRow = 4,    // with a pool: pool row outside [0, pool_rows) or valid_lens[r] > pool_cols
 };
 
 // Which implementation expands the verify entries (the offsets stage is the same for all).
@@ -40,15 +40,15 @@ struct PlanInputs {
   template <class T>
   using Matrix = Kokkos::View<const T**, Kokkos::LayoutRight, MemorySpace>;
 
-  Vector<std::int64_t> req_pool_indices;                  // [bs]; 0 = padding row
-  Vector<std::int64_t> prefix_lens;                       // [bs]
-  Vector<std::int64_t> extend_seq_lens;                   // [bs]
-  Matrix<std::int32_t> req_to_token;                      // [max_reqs, max_seq_len]
-  int swa_window_size = 0;                                // 0: full attention; > 0: window width
-  std::optional<Vector<std::int64_t>> full_to_swa_index_mapping;             // LUT, [lut_len]
-  std::optional<Matrix<std::int32_t>> req_to_verify_expected_tokens;         // pool, [rows, cols]
+  Vector<std::int64_t> req_pool_indices;                                         // [bs]; 0 = padding row
+  Vector<std::int64_t> prefix_lens;                                              // [bs]
+  Vector<std::int64_t> extend_seq_lens;                                          // [bs]
+  Matrix<std::int32_t> req_to_token;                                             // [max_reqs, max_seq_len]
+  int swa_window_size = 0;                                                       // 0: full attention; > 0: window width
+  std::optional<Vector<std::int64_t>> full_to_swa_index_mapping;                 // LUT, [lut_len]
+  std::optional<Matrix<std::int32_t>> req_to_verify_expected_tokens;             // pool, [rows, cols]
   std::optional<Vector<std::int64_t>> req_to_verify_expected_tokens_valid_lens;  // [bs]
-  int kv_token_id_vs_position_offset = 0;                 // 0 target pools, +1 draft pools
+  int kv_token_id_vs_position_offset = 0;                                        // 0 target pools, +1 draft pools
 
   std::int64_t batch_size() const { return static_cast<std::int64_t>(req_pool_indices.extent(0)); }
 };

@@ -28,8 +28,8 @@ struct PlanShapes {
   // extents of verify_slot_indices, verify_expected_tokens, verify_expected_positions,
   // verify_prev_slot_indices; the first is verify_capacity
   std::int64_t verify_extents[4] = {0, 0, 0, 0};
-  std::int64_t write_req_capacity = 0;  // extent of write_seed_slot_indices
-  std::int64_t write_offsets = 1;       // extent of write_offsets
+  std::int64_t write_req_capacity = 0;                                     // extent of write_seed_slot_indices
+  std::int64_t write_offsets = 1;                                          // extent of write_offsets
   std::int64_t max_batch_size = std::numeric_limits<std::int64_t>::max();  // of the workspace
 };
 
@@ -49,15 +49,14 @@ template <class... Parts>
 inline void check_plan_shapes(const PlanShapes& s) {
   using Impl::throw_invalid;
   const std::int64_t bs = s.req_pool_indices;
-  if (s.prefix_lens != bs)
-    throw_invalid("prefix_lens has ", s.prefix_lens, " entries but req_pool_indices has ", bs);
+  if (s.prefix_lens != bs) throw_invalid("prefix_lens has ", s.prefix_lens, " entries but req_pool_indices has ", bs);
   if (s.extend_seq_lens != bs)
     throw_invalid("extend_seq_lens has ", s.extend_seq_lens, " entries but req_pool_indices has ", bs);
   if (s.has_pool && !s.has_valid_lens)
     throw_invalid("req_to_verify_expected_tokens_valid_lens is missing but req_to_verify_expected_tokens is given");
   if (s.has_pool && s.valid_lens != bs)
-    throw_invalid("req_to_verify_expected_tokens_valid_lens has ", s.valid_lens,
-                  " entries but req_pool_indices has ", bs);
+    throw_invalid("req_to_verify_expected_tokens_valid_lens has ", s.valid_lens, " entries but req_pool_indices has ",
+                  bs);
   if (s.swa_window_size < 0) throw_invalid("swa_window_size is ", s.swa_window_size, ", must be >= 0");
   if (s.swa_window_size > 0 && !s.has_lut)
     throw_invalid("swa_window_size is ", s.swa_window_size,
@@ -67,23 +66,22 @@ inline void check_plan_shapes(const PlanShapes& s) {
     throw_invalid("req_to_token is ", s.req_to_token_rows, " x ", s.req_to_token_cols,
                   ", must have at least one row and one column");
   for (int k = 1; k < 4; ++k) {
-    static const char* const names[4] = {"verify_slot_indices", "verify_expected_tokens",
-                                         "verify_expected_positions", "verify_prev_slot_indices"};
+    static const char* const names[4] = {"verify_slot_indices", "verify_expected_tokens", "verify_expected_positions",
+                                         "verify_prev_slot_indices"};
     if (s.verify_extents[k] != s.verify_extents[0])
-      throw_invalid(names[k], " has ", s.verify_extents[k], " entries but ", names[0], " has ",
-                    s.verify_extents[0], " (the four verify arrays must have one extent)");
+      throw_invalid(names[k], " has ", s.verify_extents[k], " entries but ", names[0], " has ", s.verify_extents[0],
+                    " (the four verify arrays must have one extent)");
   }
   if (s.verify_extents[0] < 0) throw_invalid("verify_capacity is ", s.verify_extents[0], ", must be >= 0");
   // verify_num_valid is an int32 (SPEC §3), so a capacity past its range could not be reported.
   if (s.verify_extents[0] > std::numeric_limits<std::int32_t>::max())
     throw_invalid("verify_capacity is ", s.verify_extents[0], ", must fit in int32 (verify_num_valid is int32)");
-  if (s.write_req_capacity < 0)
-    throw_invalid("write_req_capacity is ", s.write_req_capacity, ", must be >= 0");
+  if (s.write_req_capacity < 0) throw_invalid("write_req_capacity is ", s.write_req_capacity, ", must be >= 0");
   if (s.write_req_capacity < bs)
     throw_invalid("write_req_capacity is ", s.write_req_capacity, " but the batch has ", bs, " rows");
   if (s.write_offsets != s.write_req_capacity + 1)
-    throw_invalid("write_offsets has ", s.write_offsets, " entries, must be write_req_capacity + 1 = ",
-                  s.write_req_capacity + 1);
+    throw_invalid("write_offsets has ", s.write_offsets,
+                  " entries, must be write_req_capacity + 1 = ", s.write_req_capacity + 1);
   // write_num_valid_reqs and first_bad_row are int32 (SPEC §3).
   if (bs > std::numeric_limits<std::int32_t>::max())
     throw_invalid("the batch has ", bs, " rows, must fit in int32 (write_num_valid_reqs is int32)");

@@ -47,7 +47,6 @@ struct EntriesBackend {
   static constexpr bool has_cuda_persistent = false;
 };
 
-
 }  // namespace Impl
 }  // namespace kvcanary
 

@@ -21,8 +21,8 @@ struct DeviceOutputs {
   Scalar write_num_valid_reqs, input_error_bits, first_bad_row;
   Array verify_offsets;  // workspace
 
-  DeviceOutputs(const VerifyPlan<MemorySpace>& v, const WritePlan<MemorySpace>& w,
-                const PlanStatus<MemorySpace>& s, const PlanWorkspace<MemorySpace>& ws)
+  DeviceOutputs(const VerifyPlan<MemorySpace>& v, const WritePlan<MemorySpace>& w, const PlanStatus<MemorySpace>& s,
+                const PlanWorkspace<MemorySpace>& ws)
       : verify_slot_indices(v.verify_slot_indices.data(), v.verify_slot_indices.extent(0)),
         verify_expected_tokens(v.verify_expected_tokens.data(), v.verify_expected_tokens.extent(0)),
         verify_expected_positions(v.verify_expected_positions.data(), v.verify_expected_positions.extent(0)),
@@ -36,8 +36,12 @@ struct DeviceOutputs {
         first_bad_row(s.first_bad_row.data()),
         verify_offsets(ws.verify_offsets.data(), ws.verify_offsets.extent(0)) {}
 
-  KOKKOS_INLINE_FUNCTION std::int64_t verify_capacity() const { return static_cast<std::int64_t>(verify_slot_indices.extent(0)); }
-  KOKKOS_INLINE_FUNCTION std::int64_t write_req_capacity() const { return static_cast<std::int64_t>(write_seed_slot_indices.extent(0)); }
+  KOKKOS_INLINE_FUNCTION std::int64_t verify_capacity() const {
+    return static_cast<std::int64_t>(verify_slot_indices.extent(0));
+  }
+  KOKKOS_INLINE_FUNCTION std::int64_t write_req_capacity() const {
+    return static_cast<std::int64_t>(write_seed_slot_indices.extent(0));
+  }
 };
 
 }  // namespace Impl

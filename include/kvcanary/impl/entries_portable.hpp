@@ -62,9 +62,10 @@ void launch_entries_portable(const ExecutionSpace& space, const DeviceInputs<Mem
   const std::int64_t max_league = Shape::max_league_size(space);
   // At least one team, so that one call is always the same launches (and the same graph nodes).
   const std::int64_t league = tiles < 1 ? 1 : (tiles < max_league ? tiles : max_league);
-  Kokkos::parallel_for("kvcanary::plan::entries[team]",
-                       light_weight(Kokkos::TeamPolicy<ExecutionSpace>(space, static_cast<int>(league), Shape::team_size())),
-                       Functor{in, out, batch_size, tile});
+  Kokkos::parallel_for(
+      "kvcanary::plan::entries[team]",
+      light_weight(Kokkos::TeamPolicy<ExecutionSpace>(space, static_cast<int>(league), Shape::team_size())),
+      Functor{in, out, batch_size, tile});
 }
 
 }  // namespace Impl

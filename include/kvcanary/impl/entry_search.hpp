@@ -19,8 +19,10 @@ KOKKOS_INLINE_FUNCTION std::int64_t owner_row(const Offsets& offsets, std::int64
                                               std::int64_t entry) {
   while (lo < hi) {
     const std::int64_t mid = lo + (hi - lo + 1) / 2;
-    if (offsets(mid) <= entry) lo = mid;
-    else hi = mid - 1;
+    if (offsets(mid) <= entry)
+      lo = mid;
+    else
+      hi = mid - 1;
   }
   return lo;
 }

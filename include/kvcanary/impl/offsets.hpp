@@ -30,8 +30,8 @@ constexpr std::int32_t kNoBadRow = std::numeric_limits<std::int32_t>::max();
 // Row bs of the offsets: the totals and every scalar of the plan (SPEC §4).
 template <class MemorySpace>
 KOKKOS_INLINE_FUNCTION void write_totals(const DeviceOutputs<MemorySpace>& out, std::int64_t batch_size,
-                                         std::int64_t verify_total, std::uint64_t write_total,
-                                         std::int32_t error_bits, std::int32_t first_bad_row) {
+                                         std::int64_t verify_total, std::uint64_t write_total, std::int32_t error_bits,
+                                         std::int32_t first_bad_row) {
   const std::int64_t capacity = out.verify_capacity();
   const bool overflow = verify_total > capacity;
   out.verify_offsets(batch_size) = verify_total;
@@ -58,37 +58,40 @@ struct OffsetsScanFunctor {
 #else
   KOKKOS_INLINE_FUNCTION void join(value_type& dst, const value_type& src) const {
 #endif
-    dst.verify_total += src.verify_total;
-    dst.write_total += src.write_total;
-    dst.error_bits |= src.error_bits;
-    if (src.first_bad_row < dst.first_bad_row) dst.first_bad_row = src.first_bad_row;
-  }
+      dst.verify_total += src.verify_total;
+  dst.write_total += src.write_total;
+  dst.error_bits |= src.error_bits;
+  if (src.first_bad_row < dst.first_bad_row) dst.first_bad_row = src.first_bad_row;
+}
 
-  KOKKOS_INLINE_FUNCTION void operator()(const std::int64_t r, value_type& acc, const bool final) const {
-    if (r < batch_size) {
-      const RowGeometry g = in.row_geometry(r);
-      if (final) {
-        out.verify_offsets(r) = acc.verify_total;
-        out.write_offsets(r) = static_cast<std::int64_t>(acc.write_total);
-        out.write_seed_slot_indices(r) = in.seed_slot(g);
-      }
-      acc.verify_total += g.verify_len;
-      acc.write_total += static_cast<std::uint64_t>(g.write_len);
-      if (g.error_bits != 0) {
-        acc.error_bits |= g.error_bits;
-        if (r < acc.first_bad_row) acc.first_bad_row = static_cast<std::int32_t>(r);
-      }
-    } else if (final) {
-      if (r == batch_size) finish(acc);
-      else out.write_offsets(r) = 0;
+KOKKOS_INLINE_FUNCTION void
+operator()(const std::int64_t r, value_type& acc, const bool final) const {
+  if (r < batch_size) {
+    const RowGeometry g = in.row_geometry(r);
+    if (final) {
+      out.verify_offsets(r) = acc.verify_total;
+      out.write_offsets(r) = static_cast<std::int64_t>(acc.write_total);
+      out.write_seed_slot_indices(r) = in.seed_slot(g);
     }
+    acc.verify_total += g.verify_len;
+    acc.write_total += static_cast<std::uint64_t>(g.write_len);
+    if (g.error_bits != 0) {
+      acc.error_bits |= g.error_bits;
+      if (r < acc.first_bad_row) acc.first_bad_row = static_cast<std::int32_t>(r);
+    }
+  } else if (final) {
+    if (r == batch_size)
+      finish(acc);
+    else
+      out.write_offsets(r) = 0;
   }
+}
 
-  KOKKOS_INLINE_FUNCTION void finish(const value_type& totals) const {
-    write_totals(out, batch_size, totals.verify_total, totals.write_total, totals.error_bits,
-                 totals.first_bad_row == kNoBadRow ? -1 : totals.first_bad_row);
-  }
-};
+KOKKOS_INLINE_FUNCTION void finish(const value_type& totals) const {
+  write_totals(out, batch_size, totals.verify_total, totals.write_total, totals.error_bits,
+               totals.first_bad_row == kNoBadRow ? -1 : totals.first_bad_row);
+}
+};  // namespace Impl
 
 template <class ExecutionSpace, class MemorySpace>
 void launch_offsets(const ExecutionSpace& space, const DeviceInputs<MemorySpace>& in,
@@ -96,12 +99,13 @@ void launch_offsets(const ExecutionSpace& space, const DeviceInputs<MemorySpace>
   using Functor = OffsetsScanFunctor<MemorySpace>;
   static_assert(sizeof(Functor) < kMaxKernelArgumentBytes, "kvcanary: kernel arguments must stay small");
   const std::int64_t end = out.write_req_capacity() + 1;  // >= batch_size + 1, checked on the host
-  Kokkos::parallel_scan("kvcanary::plan::offsets",
-                        light_weight(Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<std::int64_t>>(space, 0, end)),
-                        Functor{in, out, batch_size});
+  Kokkos::parallel_scan(
+      "kvcanary::plan::offsets",
+      light_weight(Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<std::int64_t>>(space, 0, end)),
+      Functor{in, out, batch_size});
 }
 
-}  // namespace Impl
+}  // namespace kvcanary
 }  // namespace kvcanary
 
 #endif

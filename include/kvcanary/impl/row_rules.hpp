@@ -13,11 +13,11 @@ namespace kvcanary {
 namespace Impl {
 
 template <class MemorySpace>
-using DeviceVector = Kokkos::View<const std::int64_t*, Kokkos::LayoutRight, MemorySpace,
-                                  Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+using DeviceVector =
+    Kokkos::View<const std::int64_t*, Kokkos::LayoutRight, MemorySpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
 template <class MemorySpace>
-using DeviceMatrix = Kokkos::View<const std::int32_t**, Kokkos::LayoutRight, MemorySpace,
-                                  Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+using DeviceMatrix =
+    Kokkos::View<const std::int32_t**, Kokkos::LayoutRight, MemorySpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
 
 // The per-row inputs of one batch row.
 struct RowFields {
@@ -27,10 +27,10 @@ struct RowFields {
 // What one batch row contributes. A padding or bad row contributes nothing (SPEC §4).
 struct RowGeometry {
   std::int32_t error_bits = 0;
-  std::int64_t pool_row = 0;       // req_pool_indices[r], valid only when verify_len > 0 or seed_position >= 0
+  std::int64_t pool_row = 0;  // req_pool_indices[r], valid only when verify_len > 0 or seed_position >= 0
   std::int64_t verify_len = 0;
   std::int64_t write_len = 0;
-  std::int64_t seed_position = -1; // position of the chain seed token, -1 when the seed is -1
+  std::int64_t seed_position = -1;  // position of the chain seed token, -1 when the seed is -1
 };
 
 template <class MemorySpace>
@@ -97,8 +97,8 @@ struct DeviceInputs {
     const bool active = rp != 0;  // padding rows are not inspected: everything below is masked by it
     const bool bad_index = (rp < 0) | (rp >= max_reqs);
     const bool bad_pool = has_pool & ((rp < 0) | (rp >= pool_rows) | (f.valid_len > pool_cols));
-    const std::int32_t bits = (bad_index ? kBadPoolIndex : 0) | (f.prefix > max_seq_len ? kBadPrefixLen : 0) |
-                              (bad_pool ? kBadPoolRow : 0);
+    const std::int32_t bits =
+        (bad_index ? kBadPoolIndex : 0) | (f.prefix > max_seq_len ? kBadPrefixLen : 0) | (bad_pool ? kBadPoolRow : 0);
     // Good rows only from here on: prefix <= max_seq_len, so every position is inside req_to_token's row.
     const bool good = active & (bits == 0);
     const std::int64_t start = window_start(f.prefix);
