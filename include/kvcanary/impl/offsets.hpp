@@ -53,45 +53,53 @@ struct OffsetsScanFunctor {
 
   KOKKOS_INLINE_FUNCTION void init(value_type& v) const { v = {0, 0u, 0, kNoBadRow}; }
 
+  // Kokkos 3.x joins through volatile references, 4.x and later through plain ones: one body for both
+  // (each signature a whole function, so that formatters see balanced braces).
+  template <class Dst, class Src>
+  KOKKOS_INLINE_FUNCTION static void add_into(Dst& dst, const Src& src) {
+    dst.verify_total += src.verify_total;
+    dst.write_total += src.write_total;
+    dst.error_bits |= src.error_bits;
+    if (src.first_bad_row < dst.first_bad_row) dst.first_bad_row = src.first_bad_row;
+  }
+
 #if KOKKOS_VERSION < 40000
   KOKKOS_INLINE_FUNCTION void join(volatile value_type& dst, const volatile value_type& src) const {
+    add_into(dst, src);
+  }
 #else
   KOKKOS_INLINE_FUNCTION void join(value_type& dst, const value_type& src) const {
-#endif
-      dst.verify_total += src.verify_total;
-  dst.write_total += src.write_total;
-  dst.error_bits |= src.error_bits;
-  if (src.first_bad_row < dst.first_bad_row) dst.first_bad_row = src.first_bad_row;
-}
-
-KOKKOS_INLINE_FUNCTION void
-operator()(const std::int64_t r, value_type& acc, const bool final) const {
-  if (r < batch_size) {
-    const RowGeometry g = in.row_geometry(r);
-    if (final) {
-      out.verify_offsets(r) = acc.verify_total;
-      out.write_offsets(r) = static_cast<std::int64_t>(acc.write_total);
-      out.write_seed_slot_indices(r) = in.seed_slot(g);
-    }
-    acc.verify_total += g.verify_len;
-    acc.write_total += static_cast<std::uint64_t>(g.write_len);
-    if (g.error_bits != 0) {
-      acc.error_bits |= g.error_bits;
-      if (r < acc.first_bad_row) acc.first_bad_row = static_cast<std::int32_t>(r);
-    }
-  } else if (final) {
-    if (r == batch_size)
-      finish(acc);
-    else
-      out.write_offsets(r) = 0;
+    add_into(dst, src);
   }
-}
+#endif
 
-KOKKOS_INLINE_FUNCTION void finish(const value_type& totals) const {
-  write_totals(out, batch_size, totals.verify_total, totals.write_total, totals.error_bits,
-               totals.first_bad_row == kNoBadRow ? -1 : totals.first_bad_row);
-}
-};  // namespace Impl
+  KOKKOS_INLINE_FUNCTION void operator()(const std::int64_t r, value_type& acc, const bool final) const {
+    if (r < batch_size) {
+      const RowGeometry g = in.row_geometry(r);
+      if (final) {
+        out.verify_offsets(r) = acc.verify_total;
+        out.write_offsets(r) = static_cast<std::int64_t>(acc.write_total);
+        out.write_seed_slot_indices(r) = in.seed_slot(g);
+      }
+      acc.verify_total += g.verify_len;
+      acc.write_total += static_cast<std::uint64_t>(g.write_len);
+      if (g.error_bits != 0) {
+        acc.error_bits |= g.error_bits;
+        if (r < acc.first_bad_row) acc.first_bad_row = static_cast<std::int32_t>(r);
+      }
+    } else if (final) {
+      if (r == batch_size)
+        finish(acc);
+      else
+        out.write_offsets(r) = 0;
+    }
+  }
+
+  KOKKOS_INLINE_FUNCTION void finish(const value_type& totals) const {
+    write_totals(out, batch_size, totals.verify_total, totals.write_total, totals.error_bits,
+                 totals.first_bad_row == kNoBadRow ? -1 : totals.first_bad_row);
+  }
+};
 
 template <class ExecutionSpace, class MemorySpace>
 void launch_offsets(const ExecutionSpace& space, const DeviceInputs<MemorySpace>& in,
@@ -105,7 +113,7 @@ void launch_offsets(const ExecutionSpace& space, const DeviceInputs<MemorySpace>
       Functor{in, out, batch_size});
 }
 
-}  // namespace kvcanary
+}  // namespace Impl
 }  // namespace kvcanary
 
 #endif
