@@ -10,11 +10,11 @@
 #ifdef KOKKOS_ENABLE_CUDA
 
 #include <kvcanary/impl/device_outputs.hpp>
+#include <kvcanary/impl/offsets.hpp>
 #include <kvcanary/impl/row_rules.hpp>
 
 #include <cuda_runtime.h>
 
-#include <climits>
 #include <cstdint>
 
 namespace kvcanary {
@@ -40,7 +40,7 @@ __device__ inline ScanPair lengths(const RowGeometry& g) {
 struct RowsSummary {
   ScanPair lengths;
   int error_bits;
-  int first_bad_row;  // INT_MAX when none
+  int first_bad_row;  // kNoBadRow when none
 };
 
 struct RowsSummarySum {
@@ -51,16 +51,16 @@ struct RowsSummarySum {
 };
 
 __device__ inline RowsSummary summary(const RowGeometry& g, std::int64_t r) {
-  return {lengths(g), g.error_bits, g.error_bits != 0 ? static_cast<int>(r) : INT_MAX};
+  return {lengths(g), g.error_bits, g.error_bits != 0 ? static_cast<int>(r) : kNoBadRow};
 }
 
 // The status of a block's rows, gathered in shared memory.
 struct BlockStatus {
   int error_bits;
-  int first_bad_row;  // INT_MAX when none
+  int first_bad_row;  // kNoBadRow when none
   __device__ void reset() {
     error_bits = 0;
-    first_bad_row = INT_MAX;
+    first_bad_row = kNoBadRow;
   }
   __device__ void add(const RowGeometry& g, std::int64_t r) {
     if (g.error_bits == 0) return;
@@ -68,10 +68,6 @@ struct BlockStatus {
     atomicMin(&first_bad_row, static_cast<int>(r));
   }
 };
-
-__device__ inline int bad_row_or_none(int first_bad_row) {
-  return first_bad_row == INT_MAX ? -1 : first_bad_row;
-}
 
 // Inclusive scan of the lanes' summaries over the warp (shuffles only).
 __device__ inline RowsSummary warp_inclusive_scan(RowsSummary s) {

@@ -31,7 +31,7 @@ constexpr std::int64_t kStagedRows = 512;  // the entries kernel stages a tile's
 // What rows [0, end) add up to, this thread's share (kSummaryRowsPerThread rows' loads at once).
 template <class MemorySpace>
 __device__ RowsSummary summarize_rows(const DeviceInputs<MemorySpace>& in, std::int64_t end) {
-  RowsSummary mine{{0, 0u}, 0, INT_MAX};
+  RowsSummary mine{{0, 0u}, 0, kNoBadRow};
   for (std::int64_t base = 0; base < end; base += std::int64_t(kRowsThreads) * kSummaryRowsPerThread) {
     RowGeometry g[kSummaryRowsPerThread];
 #pragma unroll

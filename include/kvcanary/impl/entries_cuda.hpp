@@ -61,10 +61,9 @@ inline int sm_count(int device) {
 // fails, which sends the call to the portable path.
 template <class Kernel>
 int resident_blocks(Kernel kernel, int threads, int device) {
-  int sms = 0, per_sm = 0;
-  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) return 0;
+  int per_sm = 0;
   if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0) != cudaSuccess) return 0;
-  return sms * per_sm;
+  return sm_count(device) * per_sm;
 }
 
 // Queried once per kernel and process (the first call, which must not be inside a graph capture).

@@ -27,6 +27,11 @@ struct OffsetsScanValue {
 
 constexpr std::int32_t kNoBadRow = std::numeric_limits<std::int32_t>::max();
 
+// first_bad_row of SPEC §3: -1 when no row was bad.
+KOKKOS_INLINE_FUNCTION std::int32_t bad_row_or_none(std::int32_t first_bad_row) {
+  return first_bad_row == kNoBadRow ? -1 : first_bad_row;
+}
+
 // Row bs of the offsets: the totals and every scalar of the plan (SPEC §4).
 template <class MemorySpace>
 KOKKOS_INLINE_FUNCTION void write_totals(const DeviceOutputs<MemorySpace>& out, std::int64_t batch_size,
@@ -97,7 +102,7 @@ struct OffsetsScanFunctor {
 
   KOKKOS_INLINE_FUNCTION void finish(const value_type& totals) const {
     write_totals(out, batch_size, totals.verify_total, totals.write_total, totals.error_bits,
-                 totals.first_bad_row == kNoBadRow ? -1 : totals.first_bad_row);
+                 bad_row_or_none(totals.first_bad_row));
   }
 };
 
