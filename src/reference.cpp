@@ -3,6 +3,7 @@
 #include <kvcanary/reference.hpp>
 
 #include <algorithm>
+#include <limits>
 #include <string>
 
 namespace kvcanary {
@@ -46,15 +47,24 @@ PlanShapes shapes_of(const Inputs& in, const Outputs& out) {
   return s;
 }
 
+namespace {
+
+// Whether a flat vector of `size` values is exactly rows x cols, without forming a product that overflows.
+bool holds(std::size_t size, std::int64_t rows, std::int64_t cols) {
+  if (rows < 0 || cols < 0) return false;
+  if (rows == 0 || cols == 0) return size == 0;
+  const auto n = static_cast<std::uint64_t>(size);
+  return n % static_cast<std::uint64_t>(cols) == 0 && n / static_cast<std::uint64_t>(cols) == static_cast<std::uint64_t>(rows);
+}
+
+}  // namespace
+
 // The flat matrices must hold what their declared shapes say (a host-side fault of the caller).
 void check_flat_sizes(const Inputs& in) {
-  if (in.max_reqs < 0 || in.max_seq_len < 0 ||
-      static_cast<std::int64_t>(in.req_to_token.size()) != in.max_reqs * in.max_seq_len)
+  if (!holds(in.req_to_token.size(), in.max_reqs, in.max_seq_len))
     Impl::throw_invalid("req_to_token holds ", in.req_to_token.size(), " values, not ", in.max_reqs, " x ",
                         in.max_seq_len);
-  if (in.req_to_verify_expected_tokens &&
-      (in.pool_rows < 0 || in.pool_cols < 0 ||
-       static_cast<std::int64_t>(in.req_to_verify_expected_tokens->size()) != in.pool_rows * in.pool_cols))
+  if (in.req_to_verify_expected_tokens && !holds(in.req_to_verify_expected_tokens->size(), in.pool_rows, in.pool_cols))
     Impl::throw_invalid("req_to_verify_expected_tokens holds ", in.req_to_verify_expected_tokens->size(),
                         " values, not ", in.pool_rows, " x ", in.pool_cols);
 }
@@ -96,6 +106,7 @@ void plan(const Inputs& in, Outputs& out) {
     if (has_pool && (rp < 0 || rp >= in.pool_rows ||
                      (*in.req_to_verify_expected_tokens_valid_lens)[r] > in.pool_cols))
       bits |= 4;
+    if (in.extend_seq_lens[r] > std::numeric_limits<std::int32_t>::max()) bits |= 8;
     if (bits != 0) {
       error_bits |= bits;
       if (first_bad_row < 0) first_bad_row = static_cast<std::int32_t>(r);
@@ -103,9 +114,12 @@ void plan(const Inputs& in, Outputs& out) {
     }
     Row& row = rows[r];
     row.good_active = true;
+    // prefix <= max_seq_len here but may be any negative value: every difference below is taken only
+    // when its result is positive, so none can overflow.
     const std::int64_t prefix = in.prefix_lens[r];
-    row.window_start = in.swa_window_size > 0 ? std::max<std::int64_t>(0, prefix - in.swa_window_size) : 0;
-    row.verify_len = std::max<std::int64_t>(0, prefix - row.window_start);
+    const std::int64_t window = in.swa_window_size;
+    row.window_start = window > 0 && prefix > window ? prefix - window : 0;
+    row.verify_len = prefix > row.window_start ? prefix - row.window_start : 0;
     row.write_len = std::max<std::int64_t>(0, in.extend_seq_lens[r]);
   }
 
@@ -137,14 +151,14 @@ void plan(const Inputs& in, Outputs& out) {
     }
   }
 
-  // write_offsets: exclusive prefix sum over [0, bs), the total at [bs], zeros after. Sums wrap
-  // modulo 2^64 (unsigned) so that garbage extend lengths cannot overflow a signed integer.
-  std::uint64_t running = 0;
+  // write_offsets: exclusive prefix sum over [0, bs), the total at [bs], zeros after. A good row
+  // writes at most 2^31 - 1 tokens (bit 8) and bs < 2^31, so the sum stays below 2^62.
+  std::int64_t running = 0;
   for (std::int64_t r = 0; r < bs; ++r) {
-    out.write_offsets[r] = static_cast<std::int64_t>(running);
-    running += static_cast<std::uint64_t>(rows[r].write_len);
+    out.write_offsets[r] = running;
+    running += rows[r].write_len;
   }
-  out.write_offsets[bs] = static_cast<std::int64_t>(running);
+  out.write_offsets[bs] = running;
   for (std::int64_t r = bs + 1; r <= write_req_capacity; ++r) out.write_offsets[r] = 0;
 
   for (std::int64_t r = 0; r < bs; ++r) {

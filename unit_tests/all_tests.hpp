@@ -7,3 +7,5 @@
 #include "test_repeated_calls.hpp"
 #include "test_large_batch.hpp"
 #include "test_raw_pointers.hpp"
+#include "test_strided_tables.hpp"
+#include "test_per_device.hpp"

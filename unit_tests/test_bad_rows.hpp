@@ -18,7 +18,7 @@ TEST_P(BadRows, PoolIndexOutsideReqToTokenIsBit1) {
   // rp == max_reqs is the first index out of range; bad rows' huge extends must not reach the offsets.
   set_batch(in, {1, -1, 3, kMax, kMin, 2}, {2, 2, 2, 2, 2, 2}, {1, kMax, 1, 1, 1, 1});
   const Outputs out = plan_checked(in, {16, 6});
-  EXPECT_EQ(out.input_error_bits, kvcanary::kBadPoolIndex);
+  EXPECT_EQ(out.input_error_bits, kvcanary::kBadPoolIndex | kvcanary::kBadExtendLen);  // row 1: both
   EXPECT_EQ(out.first_bad_row, 1);
   EXPECT_EQ(out.verify_num_valid, 4);
   EXPECT_EQ(head(out.verify_slot_indices, 4), (Int64s{8, 9, 16, 17}));
@@ -56,6 +56,37 @@ TEST_P(BadRows, ValidLenPastThePoolIsBit4) {
   EXPECT_EQ(out.input_error_bits, kvcanary::kBadPoolRow);
   EXPECT_EQ(out.first_bad_row, 1);
   EXPECT_EQ(out.verify_num_valid, 2);
+}
+
+TEST_P(BadRows, ExtendPastInt32IsBit8) {
+  Inputs in = linear(3, 8);
+  // 2^31 - 1 is the longest good extend; two rows of INT64_MAX used to wrap write_offsets unflagged.
+  const std::int64_t longest = kvcanary::kMaxExtendLen;
+  set_batch(in, {1, 2, 1, 2}, {2, 3, 1, 0}, {longest, longest + 1, kMax, 4});
+  const Outputs out = plan_checked(in, {16, 4});
+  EXPECT_EQ(out.input_error_bits, kvcanary::kBadExtendLen);
+  EXPECT_EQ(out.first_bad_row, 1);
+  EXPECT_EQ(out.verify_num_valid, 2);  // bad rows verify nothing either
+  EXPECT_EQ(out.write_offsets, (Int64s{0, longest, longest, longest, longest + 4}));
+  EXPECT_EQ(out.write_seed_slot_indices, (Int64s{9, -1, -1, -1}));
+}
+
+// Issue 10: prefix - window overflowed in the reference at INT64_MIN, and with the verify arrays made
+// larger by a bad row it then read req_to_token out of bounds. Every difference of SPEC §4 at the ends.
+TEST_P(BadRows, LengthsAtTheInt64EndsDoNotOverflow) {
+  Inputs in = linear(3, 4);
+  in.swa_window_size = 1;
+  in.full_to_swa_index_mapping = range(0, 12);
+  set_batch(in, {1, 99, 2}, {kMin, 4, 2}, {1, 1, 1});
+  const Outputs out = plan_checked(in, {16, 3});
+  EXPECT_EQ(out.verify_num_valid, 1);
+  EXPECT_EQ(out.input_error_bits, kvcanary::kBadPoolIndex);
+
+  in.swa_window_size = std::numeric_limits<int>::max();
+  set_batch(in, {1, 2, 1, 2}, {kMin, kMin + 1, 4, -1}, {kMax, kMin, 1, 1});
+  const Outputs wide = plan_checked(in, {16, 4});
+  EXPECT_EQ(wide.verify_num_valid, 4);
+  EXPECT_EQ(wide.input_error_bits, kvcanary::kBadExtendLen);
 }
 
 TEST_P(BadRows, BitsAreOredAndFirstBadRowIsTheSmallest) {

@@ -4,6 +4,8 @@
 
 #include "test_support.hpp"
 
+#include <limits>
+
 namespace kvcanary_test {
 
 using ::testing::AllOf;
@@ -160,6 +162,35 @@ TEST_F(HostErrors, NegativeCapacitiesAreRejectedByShapeChecks) {
   shapes.write_offsets = 0;
   EXPECT_THAT(invalid_argument_message([&] { kvcanary::check_plan_shapes(shapes); }).value_or(""),
               HasSubstr("write_req_capacity is -1"));
+}
+
+// Sizes at the int64 end (issue 10): the checks compare without computing capacity + 1 or bs x cols,
+// which would overflow (UBSan, in the sanitizer build).
+TEST_F(HostErrors, SizesAtTheInt64EndAreRejectedWithoutOverflow) {
+  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+  kvcanary::PlanShapes shapes;
+  shapes.req_to_token_rows = shapes.req_to_token_cols = 1;
+  shapes.write_req_capacity = kMax;
+  shapes.write_offsets = 5;
+  EXPECT_THAT(invalid_argument_message([&] { kvcanary::check_plan_shapes(shapes); }).value_or(""),
+              HasSubstr("write_offsets has 5 entries, must be write_req_capacity + 1 = 9223372036854775808"));
+  shapes.write_req_capacity = 4;
+  shapes.req_pool_indices = shapes.prefix_lens = shapes.extend_seq_lens = 3;
+  shapes.req_to_token_cols = kMax / 2;
+  EXPECT_THAT(invalid_argument_message([&] { kvcanary::check_plan_shapes(shapes); }).value_or(""),
+              HasSubstr("the verify total could overflow int64"));
+  shapes.req_to_token_cols = kMax / 3;  // 3 rows of kMax / 3 entries still sum inside int64
+  EXPECT_EQ(invalid_argument_message([&] { kvcanary::check_plan_shapes(shapes); }), std::nullopt);
+}
+
+// The reference's flat matrices: rows x cols is checked by division, never formed.
+TEST_F(HostErrors, FlatSizesOfHugeShapesAreRejectedWithoutOverflow) {
+  Inputs in = valid_call();
+  in.req_to_token.assign(64, 0);
+  in.max_reqs = (std::int64_t(1) << 60) + 1;
+  in.max_seq_len = 64;  // (2^60 + 1) x 64 wraps to 64 in 64 bits: a product would accept the 64 values
+  EXPECT_THAT(invalid_argument_message([&] { kvcanary::reference::check_flat_sizes(in); }).value_or(""),
+              HasSubstr("req_to_token holds"));
 }
 
 // The library's own rules beyond SPEC §4 (no reference counterpart): scratch and output scalars.

@@ -3,7 +3,8 @@
 
 // Random plan calls for the differential tests. Each case is a pure function of its seed, so a failing
 // seed printed by SCOPED_TRACE reproduces it alone. Values are drawn to hit the edges of SPEC §4:
-// padding with garbage, bad rows, negative lengths, out-of-range and negative slots, LUT clamping,
+// padding with garbage, bad rows, negative lengths, lengths and windows at the int64/int32 limits,
+// out-of-range and negative slots, LUT clamping,
 // pools with offsets 0 and 1, and verify capacities exact, one short or loose.
 
 #include "test_support.hpp"
@@ -34,6 +35,7 @@ class CaseGenerator {
     const std::int64_t slots = in.max_reqs * in.max_seq_len;
 
     if (chance(0.5)) in.swa_window_size = static_cast<int>(between(1, in.max_seq_len + 2));
+    if (in.swa_window_size > 0 && chance(0.05)) in.swa_window_size = std::numeric_limits<int>::max();
     if (in.swa_window_size > 0 || chance(0.3)) {
       // Shorter than the slots in use (clamping) or longer; values include negatives.
       Int64s lut(static_cast<std::size_t>(between(1, 2 * slots)));
@@ -66,7 +68,11 @@ class CaseGenerator {
       std::int64_t prefix = between(0, in.max_seq_len);
       if (chance(0.05)) prefix = between(-10, -1);
       if (chance(0.03)) prefix = between(in.max_seq_len + 1, in.max_seq_len + 10);
+      if (chance(0.02)) prefix = extreme();
       std::int64_t extend = chance(0.1) ? between(-3, 0) : between(1, 20);
+      // Past 2^31 - 1 a row is bad (bit 8); the values around the limit and the int64 ends.
+      if (chance(0.02)) extend = kvcanary::kMaxExtendLen + between(-1, 1);
+      if (chance(0.01)) extend = extreme();
       std::int64_t valid_len = between(-2, in.pool_cols + 1);
       if (padding) {  // never inspected, so anything goes
         prefix = garbage();
@@ -104,6 +110,14 @@ class CaseGenerator {
     Outputs probe = kvcanary::reference::make_outputs(bound, batch_size(in), 0);
     kvcanary::reference::plan(in, probe);
     return probe.verify_num_valid;
+  }
+
+  // The int64 ends, where a careless difference or sum overflows.
+  std::int64_t extreme() {
+    static const std::int64_t values[] = {std::numeric_limits<std::int64_t>::min(),
+                                          std::numeric_limits<std::int64_t>::min() + 1,
+                                          std::numeric_limits<std::int64_t>::max()};
+    return values[between(0, 2)];
   }
 
   std::int64_t garbage() {

@@ -44,12 +44,12 @@ TEST_P(RawPointers, PlanRunsOnCallerOwnedBuffers) {
   in.req_pool_indices = Inputs_::Vector<std::int64_t>(device_copy(host.req_pool_indices), 4);
   in.prefix_lens = Inputs_::Vector<std::int64_t>(device_copy(host.prefix_lens), 4);
   in.extend_seq_lens = Inputs_::Vector<std::int64_t>(device_copy(host.extend_seq_lens), 4);
-  in.req_to_token = Inputs_::Matrix<std::int32_t>(device_copy(host.req_to_token), 4, 16);
+  in.req_to_token = kvcanary::unmanaged_matrix<memory_space>(device_copy(host.req_to_token), 4, 16);
   in.swa_window_size = host.swa_window_size;
   in.kv_token_id_vs_position_offset = host.kv_token_id_vs_position_offset;
   in.full_to_swa_index_mapping = Inputs_::Vector<std::int64_t>(device_copy(*host.full_to_swa_index_mapping), 64);
   in.req_to_verify_expected_tokens =
-      Inputs_::Matrix<std::int32_t>(device_copy(*host.req_to_verify_expected_tokens), 4, 16);
+      kvcanary::unmanaged_matrix<memory_space>(device_copy(*host.req_to_verify_expected_tokens), 4, 16);
   in.req_to_verify_expected_tokens_valid_lens =
       Inputs_::Vector<std::int64_t>(device_copy(*host.req_to_verify_expected_tokens_valid_lens), 4);
 

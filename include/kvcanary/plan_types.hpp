@@ -7,6 +7,7 @@
 #include <Kokkos_Core.hpp>
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 
@@ -17,7 +18,11 @@ enum InputErrorBits : std::int32_t {
   kBadPoolIndex = 1,  // req_pool_indices[r] outside [0, max_reqs)
   kBadPrefixLen = 2,  // prefix_lens[r] > max_seq_len
   kBadPoolRow = 4,    // with a pool: pool row outside [0, pool_rows) or valid_lens[r] > pool_cols
+  kBadExtendLen = 8,  // extend_seq_lens[r] > 2^31 - 1 (no step writes that many; keeps every sum inside int64)
 };
+
+// The largest extend_seq_lens of a good row (SPEC §4, bit 8).
+constexpr std::int64_t kMaxExtendLen = std::numeric_limits<std::int32_t>::max();
 
 // Which implementation expands the verify entries (the offsets stage is the same for all).
 enum class EntriesAlgorithm {
@@ -37,8 +42,11 @@ struct PlanInputs {
   using memory_space = MemorySpace;
   template <class T>
   using Vector = Kokkos::View<const T*, Kokkos::LayoutRight, MemorySpace>;
+  // Any 2-D layout converts to LayoutStride (LayoutRight, a padded LayoutRight, a column range of a wider
+  // table, LayoutLeft, ...); validate() accepts those whose rows are contiguous (column stride 1) and
+  // do not overlap, and the kernels honour the row stride.
   template <class T>
-  using Matrix = Kokkos::View<const T**, Kokkos::LayoutRight, MemorySpace>;
+  using Matrix = Kokkos::View<const T**, Kokkos::LayoutStride, MemorySpace>;
 
   Vector<std::int64_t> req_pool_indices;                                         // [bs]; 0 = padding row
   Vector<std::int64_t> prefix_lens;                                              // [bs]
@@ -60,12 +68,15 @@ Kokkos::View<const T*, Kokkos::LayoutRight, MemorySpace> unmanaged_vector(const 
   return Kokkos::View<const T*, Kokkos::LayoutRight, MemorySpace>(data, static_cast<std::size_t>(size));
 }
 
-// A row-major [rows, cols] matrix over a buffer the caller owns.
+// A row-major [rows, cols] matrix over a buffer the caller owns, whose rows start `row_stride` elements
+// apart (default: cols, no padding), e.g. an engine's page table padded to an aligned row length.
 template <class MemorySpace, class T>
-Kokkos::View<const T**, Kokkos::LayoutRight, MemorySpace> unmanaged_matrix(const T* data, std::int64_t rows,
-                                                                           std::int64_t cols) {
-  return Kokkos::View<const T**, Kokkos::LayoutRight, MemorySpace>(data, static_cast<std::size_t>(rows),
-                                                                   static_cast<std::size_t>(cols));
+Kokkos::View<const T**, Kokkos::LayoutStride, MemorySpace> unmanaged_matrix(const T* data, std::int64_t rows,
+                                                                            std::int64_t cols,
+                                                                            std::int64_t row_stride = -1) {
+  const auto stride = static_cast<std::size_t>(row_stride < 0 ? cols : row_stride);
+  return Kokkos::View<const T**, Kokkos::LayoutStride, MemorySpace>(
+      data, Kokkos::LayoutStride(static_cast<std::size_t>(rows), stride, static_cast<std::size_t>(cols), 1));
 }
 
 // SPEC §3, VerifyPlan: four arrays of extent verify_capacity and two scalars.

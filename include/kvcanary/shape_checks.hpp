@@ -79,14 +79,20 @@ inline void check_plan_shapes(const PlanShapes& s) {
   if (s.write_req_capacity < 0) throw_invalid("write_req_capacity is ", s.write_req_capacity, ", must be >= 0");
   if (s.write_req_capacity < bs)
     throw_invalid("write_req_capacity is ", s.write_req_capacity, " but the batch has ", bs, " rows");
-  if (s.write_offsets != s.write_req_capacity + 1)
-    throw_invalid("write_offsets has ", s.write_offsets,
-                  " entries, must be write_req_capacity + 1 = ", s.write_req_capacity + 1);
+  // Compared as write_offsets - 1 (an extent, >= 0): write_req_capacity + 1 could overflow.
+  if (s.write_offsets - 1 != s.write_req_capacity)
+    throw_invalid("write_offsets has ", s.write_offsets, " entries, must be write_req_capacity + 1 = ",
+                  static_cast<std::uint64_t>(s.write_req_capacity) + 1u);
   // write_num_valid_reqs and first_bad_row are int32 (SPEC §3).
   if (bs > std::numeric_limits<std::int32_t>::max())
     throw_invalid("the batch has ", bs, " rows, must fit in int32 (write_num_valid_reqs is int32)");
   if (bs > s.max_batch_size)
     throw_invalid("the batch has ", bs, " rows but the workspace was allocated for ", s.max_batch_size);
+  // A good row verifies at most max_seq_len entries, so bs x max_seq_len bounds the verify total,
+  // which the kernels and the reference sum in int64.
+  if (bs > 0 && s.req_to_token_cols > std::numeric_limits<std::int64_t>::max() / bs)
+    throw_invalid("the batch has ", bs, " rows and req_to_token ", s.req_to_token_cols,
+                  " columns: the verify total could overflow int64");
 }
 
 }  // namespace kvcanary

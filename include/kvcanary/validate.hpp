@@ -35,6 +35,21 @@ PlanShapes plan_shapes(const PlanInputs<MemorySpace>& inputs, const VerifyPlan<M
   return s;
 }
 
+// The kernels read a matrix row by row, each row contiguous (column stride 1), rows `stride(0)` apart
+// (docs/design.md, "Strided tables"). Throws std::invalid_argument for any other layout.
+template <class Matrix>
+void check_row_major(const Matrix& m, const char* name) {
+  const auto rows = static_cast<std::int64_t>(m.extent(0));
+  const auto cols = static_cast<std::int64_t>(m.extent(1));
+  const auto row_stride = static_cast<std::int64_t>(m.stride(0));
+  const auto column_stride = static_cast<std::int64_t>(m.stride(1));
+  if (cols > 1 && column_stride != 1)
+    Impl::throw_invalid(name, " has column stride ", column_stride,
+                        ", must be 1 (each row contiguous: LayoutRight, padded or a column range of a wider table)");
+  if (rows > 1 && row_stride < cols)
+    Impl::throw_invalid(name, " has row stride ", row_stride, " but ", cols, " columns (its rows would overlap)");
+}
+
 // Throws std::invalid_argument (message starting "kvcanary::plan: ", naming the argument and the
 // values) when the call breaks SPEC §4's host-side rules or an output scalar is not allocated.
 template <class MemorySpace>
@@ -42,6 +57,9 @@ void validate(const PlanInputs<MemorySpace>& inputs, const VerifyPlan<MemorySpac
               const WritePlan<MemorySpace>& write_plan, const PlanStatus<MemorySpace>& status,
               const PlanWorkspace<MemorySpace>& workspace) {
   check_plan_shapes(plan_shapes(inputs, verify_plan, write_plan, workspace));
+  check_row_major(inputs.req_to_token, "req_to_token");
+  if (inputs.req_to_verify_expected_tokens)
+    check_row_major(*inputs.req_to_verify_expected_tokens, "req_to_verify_expected_tokens");
   const auto require = [](const auto& scalar, const char* name) {
     if (scalar.data() == nullptr) Impl::throw_invalid(name, " is not allocated");
   };

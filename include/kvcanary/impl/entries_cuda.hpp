@@ -26,6 +26,7 @@
 #include <kvcanary/impl/backend.hpp>
 #include <kvcanary/impl/cuda_single_launch.hpp>
 #include <kvcanary/impl/cuda_two_launches.hpp>
+#include <kvcanary/impl/per_device.hpp>
 
 #include <cuda_runtime.h>
 
@@ -48,49 +49,68 @@ inline void cuda_check(cudaError_t error, const char* call, const char* file, in
 
 namespace CudaPersistent {
 
-// The device's SM count, queried once per process; 0 when the query fails.
+// The device's SM count, queried on each device's first use; 0 when the query fails.
 inline int sm_count(int device) {
-  static const int sms = [device] {
+  static PerDevice cache;
+  return cache.get(device, [device] {
     int n = 0;
     return cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device) == cudaSuccess ? n : 0;
-  }();
-  return sms;
+  });
+}
+
+// query() run with `device` as the current device (occupancy and function attributes are queried on
+// the current one, which need not be the space's), the caller's device restored after; 0 on failure.
+template <class Query>
+int on_device(int device, Query&& query) {
+  int current = -1;
+  if (cudaGetDevice(&current) != cudaSuccess) return 0;
+  if (current == device) return query();
+  if (cudaSetDevice(device) != cudaSuccess) return 0;
+  const int value = query();
+  return cudaSetDevice(current) == cudaSuccess ? value : 0;
 }
 
 // Blocks of `threads` that fit on the device at once (SM count x occupancy); 0 when the query
 // fails, which sends the call to the portable path.
 template <class Kernel>
 int resident_blocks(Kernel kernel, int threads, int device) {
-  int per_sm = 0;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0) != cudaSuccess) return 0;
+  const int per_sm = on_device(device, [&] {
+    int n = 0;
+    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, 0) == cudaSuccess ? n : 0;
+  });
   return sm_count(device) * per_sm;
 }
 
-// Queried once per kernel and process (the first call, which must not be inside a graph capture).
+// Queried once per kernel and device (the first call on a device must not be inside a graph capture).
+// `device` is the current device of the call (the space's), which the occupancy and attribute queries use.
 template <class MemorySpace>
 struct Kernels {
   static int fused_blocks(int device) {
-    static const int blocks = resident_blocks(fused_plan_kernel<MemorySpace>, kTileThreads, device);
-    return blocks;
+    static PerDevice cache;
+    return cache.get(device, [device] { return resident_blocks(fused_plan_kernel<MemorySpace>, kTileThreads, device); });
   }
   template <int kPerThread>
   static int small_blocks(int device) {
-    static const int blocks = resident_blocks(small_plan_kernel<MemorySpace, kPerThread>, kTileThreads, device);
-    return blocks;
+    static PerDevice cache;
+    return cache.get(device, [device] {
+      return resident_blocks(small_plan_kernel<MemorySpace, kPerThread>, kTileThreads, device);
+    });
   }
   // Whether the entries kernel may be a programmatic dependent launch: its code for this device was
   // compiled for compute capability 9.0 or later, so it waits for the rows kernel (wait_for_rows_kernel).
-  static bool dependent_launch() {
-    static const bool yes = [] {
-      cudaFuncAttributes attributes{};
-      return cudaFuncGetAttributes(&attributes, entries_kernel<MemorySpace>) == cudaSuccess &&
-             attributes.ptxVersion >= 90;
-    }();
-    return yes;
+  static bool dependent_launch(int device) {
+    static PerDevice cache;
+    return cache.get(device, [device] {
+             return on_device(device, [] {
+               cudaFuncAttributes attributes{};
+               return cudaFuncGetAttributes(&attributes, entries_kernel<MemorySpace>) == cudaSuccess &&
+                      attributes.ptxVersion >= 90;
+             });
+           }) != 0;
   }
   static int entries_blocks(int device) {
-    static const int blocks = resident_blocks(entries_kernel<MemorySpace>, kTileThreads, device);
-    return blocks;
+    static PerDevice cache;
+    return cache.get(device, [device] { return resident_blocks(entries_kernel<MemorySpace>, kTileThreads, device); });
   }
 };
 
@@ -130,6 +150,10 @@ struct EntriesBackend<Kokkos::Cuda> {
                    const DeviceOutputs<MemorySpace>& out, std::int64_t batch_size) {
     using namespace CudaPersistent;
     const int device = space.cuda_device();
+    // <<<>>> launches on the current device: a space on another one takes the portable path, whose
+    // launches Kokkos makes on the space's own device.
+    int current = -1;
+    if (cudaGetDevice(&current) != cudaSuccess || current != device) return false;
     const cudaStream_t stream = space.cuda_stream();
     if (batch_size <= kSmallMaxRows) {
       // Fewer 4-entry tiles than SMs: one-entry tiles, spread over the SMs.
@@ -159,7 +183,7 @@ struct EntriesBackend<Kokkos::Cuda> {
       const unsigned row_blocks = static_cast<unsigned>((batch_size + per_block - 1) / per_block);
       rows_kernel<MemorySpace><<<row_blocks, kRowsThreads, 0, stream>>>(in, out, batch_size, per_block);
       launch_after_previous(entries_kernel<MemorySpace>, grid_blocks(out.verify_capacity(), resident), stream,
-                            Kernels<MemorySpace>::dependent_launch(), in, out, batch_size);
+                            Kernels<MemorySpace>::dependent_launch(device), in, out, batch_size);
     }
     Kokkos::Profiling::popRegion();
     KVCANARY_CUDA_CHECK(cudaGetLastError());

@@ -20,7 +20,7 @@ namespace Impl {
 
 struct OffsetsScanValue {
   std::int64_t verify_total;
-  std::uint64_t write_total;  // unsigned: garbage extend lengths wrap instead of overflowing (no UB)
+  std::uint64_t write_total;  // < 2^62 (bit 8 bounds every good row); unsigned all the same: no input can make UB
   std::int32_t error_bits;
   std::int32_t first_bad_row;  // kNoBadRow when none
 };

@@ -47,7 +47,7 @@ struct DeviceInputs {
       : req_pool_indices(in.req_pool_indices.data(), in.req_pool_indices.extent(0)),
         prefix_lens(in.prefix_lens.data(), in.prefix_lens.extent(0)),
         extend_seq_lens(in.extend_seq_lens.data(), in.extend_seq_lens.extent(0)),
-        req_to_token(in.req_to_token.data(), in.req_to_token.extent(0), in.req_to_token.extent(1)),
+        req_to_token(row_major(in.req_to_token)),
         max_reqs(static_cast<std::int64_t>(in.req_to_token.extent(0))),
         max_seq_len(static_cast<std::int64_t>(in.req_to_token.extent(1))),
         swa_window_size(in.swa_window_size),
@@ -62,11 +62,19 @@ struct DeviceInputs {
     if (has_pool) {
       const auto& p = *in.req_to_verify_expected_tokens;
       const auto& v = *in.req_to_verify_expected_tokens_valid_lens;
-      pool = DeviceMatrix<MemorySpace>(p.data(), p.extent(0), p.extent(1));
+      pool = row_major(p);
       valid_lens = DeviceVector<MemorySpace>(v.data(), v.extent(0));
       pool_rows = static_cast<std::int64_t>(p.extent(0));
       pool_cols = static_cast<std::int64_t>(p.extent(1));
     }
+  }
+
+  // A matrix that validate() accepted (column stride 1, rows not overlapping), seen as LayoutRight
+  // rows x row_stride: element (r, c) is at data + r * row_stride + c, as in the caller's View. Only
+  // columns below the real extent (max_seq_len, pool_cols) are ever read, so a padded row's tail is not.
+  static DeviceMatrix<MemorySpace> row_major(const typename PlanInputs<MemorySpace>::template Matrix<std::int32_t>& m) {
+    const std::size_t row_stride = m.extent(0) > 1 ? m.stride(0) : m.extent(1);
+    return DeviceMatrix<MemorySpace>(m.data(), m.extent(0), row_stride);
   }
 
   // T of SPEC §4: negative passes through, past the end clamps to the last entry, else the LUT's value.
@@ -97,8 +105,8 @@ struct DeviceInputs {
     const bool active = rp != 0;  // padding rows are not inspected: everything below is masked by it
     const bool bad_index = (rp < 0) | (rp >= max_reqs);
     const bool bad_pool = has_pool & ((rp < 0) | (rp >= pool_rows) | (f.valid_len > pool_cols));
-    const std::int32_t bits =
-        (bad_index ? kBadPoolIndex : 0) | (f.prefix > max_seq_len ? kBadPrefixLen : 0) | (bad_pool ? kBadPoolRow : 0);
+    const std::int32_t bits = (bad_index ? kBadPoolIndex : 0) | (f.prefix > max_seq_len ? kBadPrefixLen : 0) |
+                              (bad_pool ? kBadPoolRow : 0) | (f.extend > kMaxExtendLen ? kBadExtendLen : 0);
     // Good rows only from here on: prefix <= max_seq_len, so every position is inside req_to_token's row.
     const bool good = active & (bits == 0);
     const std::int64_t start = window_start(f.prefix);
@@ -124,7 +132,7 @@ struct DeviceInputs {
 
   // Row `pool_row` of the expected-token pool, nullptr without a pool. For a good row pool_row < pool_rows.
   KOKKOS_INLINE_FUNCTION const std::int32_t* pool_row_data(std::int64_t pool_row) const {
-    return has_pool ? pool.data() + pool_row * pool_cols : nullptr;
+    return has_pool ? pool.data() + pool_row * static_cast<std::int64_t>(pool.stride(0)) : nullptr;
   }
 
   // verify_expected_tokens of SPEC §4 for a good row (so valid_len <= pool_cols), from its pool row's
