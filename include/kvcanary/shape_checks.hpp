@@ -35,12 +35,18 @@ struct PlanShapes {
 
 namespace Impl {
 
+// std::invalid_argument("kvcanary::<function>: <parts...>").
 template <class... Parts>
-[[noreturn]] void throw_invalid(const Parts&... parts) {
+[[noreturn]] void throw_invalid_in(const char* function, const Parts&... parts) {
   std::ostringstream message;
-  message << "kvcanary::plan: ";
+  message << "kvcanary::" << function << ": ";
   (message << ... << parts);
   throw std::invalid_argument(message.str());
+}
+
+template <class... Parts>
+[[noreturn]] void throw_invalid(const Parts&... parts) {
+  throw_invalid_in("plan", parts...);
 }
 
 }  // namespace Impl

@@ -1,0 +1,84 @@
+#ifndef KVCANARY_REFERENCE_CANARY_HPP
+#define KVCANARY_REFERENCE_CANARY_HPP
+
+// reference::write() and reference::verify(): the serial host model of SPEC-CANARY §2–§5 on std::vector,
+// written straight from the text. With reference::plan() it is the oracle of the canary's tests and of
+// the CLI's checks. It shares only the hash primitives (impl/hash.hpp, pinned by their own tests) and
+// the enums of canary_types.hpp with the kernels.
+
+#include <kvcanary/canary_types.hpp>
+#include <kvcanary/reference.hpp>
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+namespace kvcanary {
+namespace reference {
+
+// One canary record (SPEC-CANARY §1); a buffer is one per slot, zero when never written.
+struct Record {
+  std::int64_t token = 0, position = 0, prev_hash = 0, real_kv_hash = 0;
+  friend bool operator==(const Record& a, const Record& b) {
+    return a.token == b.token && a.position == b.position && a.prev_hash == b.prev_hash &&
+           a.real_kv_hash == b.real_kv_hash;
+  }
+};
+using CanaryBuffer = std::vector<Record>;
+
+using RingRow = std::array<std::int64_t, kRingFields>;
+
+// The violation ring (SPEC-CANARY §1): rows appended in order up to `capacity` (fill once), `count` keeps
+// growing past it.
+struct ViolationRing {
+  std::int64_t capacity = 0;
+  std::vector<RingRow> rows;  // the first min(count, capacity) rows
+  std::int64_t count = 0;
+  std::int64_t slot_run_counter = 0;
+  std::int64_t kernel_run_counter = 0;
+};
+
+// SPEC-CANARY §3: bytes [pages, row_bytes] row-major (row_bytes is the row stride).
+struct RealKvSource {
+  std::vector<std::uint8_t> bytes;
+  std::int64_t pages = 0;
+  std::int64_t row_bytes = 0;
+  std::int64_t page_size = 1;
+  std::int64_t bytes_per_token = 16;
+  std::int64_t read_bytes = 16;
+};
+
+struct RealKv {
+  RealKvMode mode = RealKvMode::None;
+  std::vector<RealKvSource> sources;
+};
+
+// SPEC-CANARY §4's token arrays (int64; int32 callers widen).
+struct StepTokens {
+  std::vector<std::int64_t> input_ids, positions, out_cache_loc;
+  std::optional<std::vector<std::int64_t>> expected_input_ids, expected_positions;
+  std::int32_t chain_position_assert = 1;
+};
+
+// The hashes of SPEC-CANARY §2–§3 over a host buffer.
+std::int64_t slot_hash(const CanaryBuffer& buffer, std::int64_t slot);  // anchor_hash for slot < 0
+std::int64_t fold(const RealKv& real_kv, std::int64_t slot);
+
+// Throws std::invalid_argument for sources that break SPEC-CANARY §3's rules for a buffer of num_slots
+// (checked whenever sources are given, whatever the mode).
+void check_real_kv(const RealKv& real_kv, std::int64_t num_slots);
+
+// SPEC-CANARY §4: the write stage, with the WritePlan of `plan` (write_offsets, write_seed_slot_indices,
+// write_num_valid_reqs). Throws std::invalid_argument (nothing touched) on host-side errors.
+void write(const Outputs& plan, const StepTokens& tokens, KernelKind kernel_kind, const RealKv& real_kv,
+           CanaryBuffer& buffer, ViolationRing& ring);
+
+// SPEC-CANARY §5: the verify stage, with the VerifyPlan of `plan`; the buffer is only read.
+void verify(const Outputs& plan, const CanaryBuffer& buffer, KernelKind kernel_kind, const RealKv& real_kv,
+            bool check_expected_token, ViolationRing& ring);
+
+}  // namespace reference
+}  // namespace kvcanary
+
+#endif
