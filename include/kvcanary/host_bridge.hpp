@@ -50,14 +50,14 @@ void copy_out(const ExecutionSpace& space, const View& device, std::vector<T>& v
   Kokkos::deep_copy(space, host, device);
 }
 
-template <class View, class ExecutionSpace>
-void copy_scalar_into(const ExecutionSpace& space, const View& device, std::int32_t value) {
+template <class View, class T, class ExecutionSpace>
+void copy_scalar_into(const ExecutionSpace& space, const View& device, T value) {
   Kokkos::deep_copy(space, device, value);
 }
 
-template <class View, class ExecutionSpace>
-void copy_scalar_out(const ExecutionSpace& space, const View& device, std::int32_t& value) {
-  Kokkos::View<std::int32_t, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> host(&value);
+template <class View, class T, class ExecutionSpace>
+void copy_scalar_out(const ExecutionSpace& space, const View& device, T& value) {
+  Kokkos::View<T, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> host(&value);
   Kokkos::deep_copy(space, host, device);
 }
 

@@ -1,0 +1,103 @@
+#ifndef KVCANARY_IMPL_CANARY_DEVICE_HPP
+#define KVCANARY_IMPL_CANARY_DEVICE_HPP
+
+// What the canary kernels hold (unmanaged handles and plain values, passed by value): a canary
+// buffer, the violation ring, and the real-KV sources with their fold (SPEC-CANARY §1–§3).
+
+#include <kvcanary/canary_types.hpp>
+#include <kvcanary/impl/hash.hpp>
+
+#include <cstdint>
+
+namespace kvcanary {
+namespace Impl {
+
+template <class MemorySpace>
+struct DeviceBuffer {
+  Kokkos::View<std::int64_t**, Kokkos::LayoutStride, MemorySpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> records;
+  std::int64_t num_slots = 0;
+
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(const CanaryBuffer<MemorySpace>& b) : records(b.records), num_slots(b.num_slots()) {}
+
+  KOKKOS_INLINE_FUNCTION std::int64_t& field(std::int64_t slot, int f) const { return records(slot, f); }
+
+  // slot_hash of SPEC-CANARY §2 for a slot < num_slots: anchor_hash when negative, else the record's hash.
+  KOKKOS_INLINE_FUNCTION std::int64_t slot_hash(std::int64_t slot) const {
+    if (slot < 0) return kAnchorHashInt64;
+    return record_hash(records(slot, kPrevHash), records(slot, kToken), records(slot, kPosition));
+  }
+};
+
+template <class MemorySpace>
+struct DeviceRing {
+  Kokkos::View<std::int64_t* [kRingFields], Kokkos::LayoutRight, MemorySpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>
+      rows;
+  Kokkos::View<std::int64_t, MemorySpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> count, slot_run_counter,
+      kernel_run_counter;
+
+  DeviceRing() = default;
+  explicit DeviceRing(const ViolationRing<MemorySpace>& r)
+      : rows(r.rows), count(r.count), slot_run_counter(r.slot_run_counter), kernel_run_counter(r.kernel_run_counter) {}
+
+  // Fill once (SPEC-CANARY §1): every violation takes a sequence number; only the first `capacity` are kept.
+  KOKKOS_INLINE_FUNCTION void push(std::int64_t kind, std::int64_t slot, std::int64_t position, std::int64_t stored_token,
+                                   std::int64_t expected_token, std::int64_t stored_chain_hash,
+                                   std::int64_t expected_aux, std::int64_t bits) const {
+    const std::int64_t seq = Kokkos::atomic_fetch_add(&count(), std::int64_t(1));
+    if (seq >= static_cast<std::int64_t>(rows.extent(0))) return;
+    rows(seq, kRowKernelKind) = kind;
+    rows(seq, kRowSlot) = slot;
+    rows(seq, kRowPosition) = position;
+    rows(seq, kRowStoredToken) = stored_token;
+    rows(seq, kRowExpectedToken) = expected_token;
+    rows(seq, kRowStoredChainHash) = stored_chain_hash;
+    rows(seq, kRowExpectedAux) = expected_aux;
+    rows(seq, kRowFailReasonBits) = bits;
+  }
+
+  KOKKOS_INLINE_FUNCTION void add_runs(std::int64_t slots, std::int64_t kernels) const {
+    if (slots != 0) Kokkos::atomic_add(&slot_run_counter(), slots);
+    if (kernels != 0) Kokkos::atomic_add(&kernel_run_counter(), kernels);
+  }
+};
+
+// One source of SPEC-CANARY §3, checked on the host: rows hold page_size tokens, reads stay inside
+// the row for every slot < num_slots, and every 16-byte read is 16-byte aligned.
+struct DeviceRealKvSource {
+  const std::uint8_t* bytes = nullptr;
+  std::int64_t row_stride = 0, page_size = 1, bytes_per_token = 16, read_bytes = 16;
+};
+
+struct DeviceRealKv {
+  DeviceRealKvSource sources[kMaxRealKvSources];
+  int num_sources = 0;
+  RealKvMode mode = RealKvMode::None;
+
+  KOKKOS_INLINE_FUNCTION bool enabled() const { return mode != RealKvMode::None && num_sources > 0; }
+
+  // fold(slot) of SPEC-CANARY §3, for 0 <= slot < num_slots.
+  KOKKOS_INLINE_FUNCTION std::int64_t fold(std::int64_t slot) const {
+    if (!enabled()) return 0;
+    std::uint64_t total = 0;
+    for (int k = 0; k < num_sources; ++k) {
+      const DeviceRealKvSource& s = sources[k];
+      const std::int64_t eff = mode == RealKvMode::Partial ? 16 : s.read_bytes;
+      const std::uint8_t* token = s.bytes + (slot / s.page_size) * s.row_stride + (slot % s.page_size) * s.bytes_per_token;
+      std::uint64_t acc = 0;
+      for (std::int64_t o = 0; o < eff; o += 16) {
+        // Little-endian words (x86 and NVIDIA GPUs): the 16 bytes as lo (0-7) and hi (8-15).
+        const auto* words = reinterpret_cast<const std::uint64_t*>(token + o);
+        acc = splitmix64(acc ^ words[0]);
+        acc = splitmix64(acc ^ words[1]);
+      }
+      total = splitmix64(total ^ acc);
+    }
+    return as_int64(total);
+  }
+};
+
+}  // namespace Impl
+}  // namespace kvcanary
+
+#endif

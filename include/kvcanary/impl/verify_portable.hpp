@@ -1,0 +1,115 @@
+#ifndef KVCANARY_IMPL_VERIFY_PORTABLE_HPP
+#define KVCANARY_IMPL_VERIFY_PORTABLE_HPP
+
+// The verify stage (SPEC-CANARY §5) as one Kokkos parallel_for: an entry a work item, the plan entry
+// read once and checked against every target buffer (the K and V halves share a plan).
+
+#include <kvcanary/canary_types.hpp>
+#include <kvcanary/impl/backend.hpp>
+#include <kvcanary/impl/canary_device.hpp>
+#include <kvcanary/plan_types.hpp>
+
+#include <cstdint>
+
+namespace kvcanary {
+namespace Impl {
+
+template <class MemorySpace>
+struct DeviceVerifyPlan {
+  using Array = Kokkos::View<const std::int64_t*, MemorySpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  using Scalar = Kokkos::View<const std::int32_t, MemorySpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  Array slots, expected_tokens, expected_positions, prev_slots;
+  Scalar num_valid, enable;
+
+  DeviceVerifyPlan() = default;
+  explicit DeviceVerifyPlan(const VerifyPlan<MemorySpace>& p)
+      : slots(p.verify_slot_indices),
+        expected_tokens(p.verify_expected_tokens),
+        expected_positions(p.verify_expected_positions),
+        prev_slots(p.verify_prev_slot_indices),
+        num_valid(p.verify_num_valid),
+        enable(p.enable) {}
+
+  KOKKOS_INLINE_FUNCTION std::int64_t capacity() const { return static_cast<std::int64_t>(slots.extent(0)); }
+  // clamp(verify_num_valid, 0, verify_capacity) of SPEC-CANARY §5.
+  KOKKOS_INLINE_FUNCTION std::int64_t active() const {
+    const std::int64_t n = num_valid();
+    return n < 0 ? 0 : (n > capacity() ? capacity() : n);
+  }
+};
+
+template <class MemorySpace>
+struct DeviceVerifyTarget {
+  DeviceBuffer<MemorySpace> buffer;
+  DeviceRealKv real_kv;
+  std::int64_t kernel_kind = 0;
+};
+
+// One plan entry (SPEC-CANARY §5 step 3), the expected token already -1 when the check is off.
+struct VerifyEntry {
+  std::int64_t slot, expected_position, prev, expected_token;
+};
+
+// Steps 3-4 of SPEC-CANARY §5 for one entry and one buffer.
+template <class MemorySpace>
+KOKKOS_INLINE_FUNCTION void verify_entry(const DeviceVerifyTarget<MemorySpace>& t, const DeviceRing<MemorySpace>& ring,
+                                         const VerifyEntry& e) {
+  if (e.slot == 0) return;  // the engine's padding slot: never checked
+  const std::int64_t n = t.buffer.num_slots;
+  const bool slot_out = e.slot < 0 || e.slot >= n;
+  if (slot_out || e.prev >= n) {
+    ring.push(t.kernel_kind, slot_out ? e.slot : e.prev, e.expected_position, -1, e.expected_token, -1, -1,
+              kOutOfRange);
+    return;
+  }
+  const std::int64_t token = t.buffer.field(e.slot, kToken);
+  const std::int64_t position = t.buffer.field(e.slot, kPosition);
+  const std::int64_t prev_hash = t.buffer.field(e.slot, kPrevHash);
+  const std::int64_t real_kv_hash = t.buffer.field(e.slot, kRealKvHash);
+  const bool prev_reachable = e.prev != 0;
+  const std::int64_t expected_chain = prev_reachable ? t.buffer.slot_hash(e.prev) : prev_hash;
+  const std::int64_t bits = (prev_reachable && prev_hash != expected_chain ? kVerifyChainHash : 0) |
+                            (e.expected_token != -1 && token != e.expected_token ? kVerifyToken : 0) |
+                            (position != e.expected_position ? kVerifyPosition : 0) |
+                            (real_kv_hash != t.real_kv.fold(e.slot) ? kVerifyRealKvHash : 0);
+  if (bits != 0) ring.push(t.kernel_kind, e.slot, position, token, e.expected_token, prev_hash, expected_chain, bits);
+}
+
+template <class MemorySpace>
+struct VerifyFunctor {
+  DeviceVerifyPlan<MemorySpace> plan;
+  DeviceVerifyTarget<MemorySpace> targets[kMaxVerifyTargets];
+  int num_targets;
+  DeviceRing<MemorySpace> ring;
+  bool check_expected_token;
+
+  KOKKOS_INLINE_FUNCTION void operator()(const std::int64_t i) const {
+    // Every target counts as one verify call (SPEC-CANARY §5 steps 1-2), so one call over K and V
+    // moves the counters as two calls would.
+    if (plan.enable() == 0) {
+      if (i == 0) ring.add_runs(0, num_targets);
+      return;
+    }
+    const std::int64_t active = plan.active();
+    if (i == 0) ring.add_runs(active * num_targets, num_targets);
+    if (i >= active) return;
+    const VerifyEntry e{plan.slots(i), plan.expected_positions(i), plan.prev_slots(i),
+                        check_expected_token ? plan.expected_tokens(i) : -1};
+    for (int t = 0; t < num_targets; ++t) verify_entry(targets[t], ring, e);
+  }
+};
+
+template <class ExecutionSpace, class MemorySpace>
+void launch_verify_portable(const ExecutionSpace& space, const VerifyFunctor<MemorySpace>& functor) {
+  static_assert(sizeof(VerifyFunctor<MemorySpace>) < kMaxKernelArgumentBytes, "kvcanary: kernel arguments must stay small");
+  // One work item at least: the counters move even when the capacity is 0.
+  const std::int64_t end = functor.plan.capacity() > 0 ? functor.plan.capacity() : 1;
+  Kokkos::parallel_for("kvcanary::verify[portable]",
+                       light_weight(Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<std::int64_t>>(space, 0, end)),
+                       functor);
+}
+
+}  // namespace Impl
+}  // namespace kvcanary
+
+#endif

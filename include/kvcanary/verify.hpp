@@ -1,0 +1,97 @@
+#ifndef KVCANARY_VERIFY_HPP
+#define KVCANARY_VERIFY_HPP
+
+// kvcanary::verify(): check every entry of a VerifyPlan against one or more canary buffers
+// (SPEC-CANARY §5), before the engine reads the prefixes.
+//
+//   verify(space, verify_plan, buffer, ring[, options[, kernel_kind[, real_kv]]]);
+//   verify(space, verify_plan, targets, ring[, options]);   // several buffers sharing the plan (K and V)
+//
+// * Asynchronous on `space`, with no allocation, no host-device copy and no fence (capturable in a CUDA
+//   graph with plan() and write()). Violations go to `ring` on the device; read them on the host with
+//   read_violations() at the step boundary.
+// * Each target counts as one verify call: kernel_run_counter += 1 and, when enable == 1,
+//   slot_run_counter += clamp(verify_num_valid, 0, capacity) per target.
+// * Host-side errors (shapes, strides, sources, kinds) throw std::invalid_argument before any launch.
+
+#include <kvcanary/canary_types.hpp>
+#include <kvcanary/canary_validate.hpp>
+#include <kvcanary/impl/verify_portable.hpp>
+#include <kvcanary/plan_types.hpp>
+
+#include <array>
+#include <vector>
+
+namespace kvcanary {
+
+namespace Impl {
+
+// A view of one target without copying its RealKv (whose source list lives on the heap).
+template <class MemorySpace>
+struct TargetRef {
+  const CanaryBuffer<MemorySpace>& buffer;
+  KernelKind kernel_kind;
+  const RealKv<MemorySpace>& real_kv;
+};
+
+// `targets` is any container of size() targets with .buffer, .kernel_kind and .real_kv.
+template <class ExecutionSpace, class MemorySpace, class Targets>
+void verify_targets(const ExecutionSpace& space, const VerifyPlan<MemorySpace>& verify_plan, const Targets& targets,
+                    const ViolationRing<MemorySpace>& ring, const VerifyOptions& options) {
+  static_assert(Kokkos::is_execution_space<ExecutionSpace>::value,
+                "kvcanary::verify: the first argument must be a Kokkos execution space instance");
+  static_assert(Kokkos::SpaceAccessibility<ExecutionSpace, MemorySpace>::accessible,
+                "kvcanary::verify: the canary's memory space must be accessible from the execution space");
+  constexpr const char* kWhere = "verify";
+  const auto extent = [](const auto& view) { return static_cast<std::int64_t>(view.extent(0)); };
+  const std::int64_t capacity = verify_plan.capacity();
+  if (extent(verify_plan.verify_expected_tokens) != capacity || extent(verify_plan.verify_expected_positions) != capacity ||
+      extent(verify_plan.verify_prev_slot_indices) != capacity)
+    throw_invalid_in(kWhere, "the four verify arrays must have one extent (verify_slot_indices has ", capacity, ")");
+  if (verify_plan.verify_num_valid.data() == nullptr || verify_plan.enable.data() == nullptr)
+    throw_invalid_in(kWhere, "verify_num_valid or enable is not allocated");
+  if (targets.size() == 0 || targets.size() > static_cast<std::size_t>(kMaxVerifyTargets))
+    throw_invalid_in(kWhere, "got ", targets.size(), " canary buffers, must be 1 to ", kMaxVerifyTargets);
+  check_ring(kWhere, ring);
+
+  VerifyFunctor<MemorySpace> functor{};
+  functor.plan = DeviceVerifyPlan<MemorySpace>(verify_plan);
+  functor.num_targets = static_cast<int>(targets.size());
+  functor.ring = DeviceRing<MemorySpace>(ring);
+  functor.check_expected_token = options.check_expected_token;
+  for (std::size_t t = 0; t < targets.size(); ++t) {
+    check_buffer(kWhere, "the canary buffer", targets[t].buffer);
+    check_kernel_kind(kWhere, targets[t].kernel_kind);
+    functor.targets[t].buffer = DeviceBuffer<MemorySpace>(targets[t].buffer);
+    functor.targets[t].real_kv = device_real_kv(kWhere, targets[t].real_kv, targets[t].buffer.num_slots());
+    functor.targets[t].kernel_kind = static_cast<std::int64_t>(targets[t].kernel_kind);
+  }
+
+  Kokkos::Profiling::pushRegion("kvcanary::verify");
+  launch_verify_portable(space, functor);
+  Kokkos::Profiling::popRegion();
+}
+
+}  // namespace Impl
+
+// Several canary buffers sharing the plan (1 to kMaxVerifyTargets), e.g. the K and V halves.
+template <class ExecutionSpace, class MemorySpace>
+void verify(const ExecutionSpace& space, const VerifyPlan<MemorySpace>& verify_plan,
+            const std::vector<VerifyTarget<MemorySpace>>& targets, const ViolationRing<MemorySpace>& ring,
+            const VerifyOptions& options = VerifyOptions{}) {
+  Impl::verify_targets(space, verify_plan, targets, ring, options);
+}
+
+// One canary buffer.
+template <class ExecutionSpace, class MemorySpace>
+void verify(const ExecutionSpace& space, const VerifyPlan<MemorySpace>& verify_plan,
+            const CanaryBuffer<MemorySpace>& buffer, const ViolationRing<MemorySpace>& ring,
+            const VerifyOptions& options = VerifyOptions{}, KernelKind kernel_kind = KernelKind::HEAD_K_FULL,
+            const RealKv<MemorySpace>& real_kv = RealKv<MemorySpace>{}) {
+  const std::array<Impl::TargetRef<MemorySpace>, 1> one{{{buffer, kernel_kind, real_kv}}};
+  Impl::verify_targets(space, verify_plan, one, ring, options);
+}
+
+}  // namespace kvcanary
+
+#endif
