@@ -1,0 +1,145 @@
+#ifndef KVCANARY_TEST_CANARY_SUPPORT_HPP
+#define KVCANARY_TEST_CANARY_SUPPORT_HPP
+
+// Helpers of the canary-stage tests: running write()/verify() on a backend and the reference from the
+// same state, and comparing buffers, rings (rows as multisets: their order across threads is
+// unspecified) and counters.
+
+#include "test_support.hpp"
+
+#include <kvcanary/canary_host_bridge.hpp>
+#include <kvcanary/reference_canary.hpp>
+
+#include <algorithm>
+#include <sstream>
+#include <vector>
+
+namespace kvcanary_test {
+
+using kvcanary::CanaryAlgorithm;
+using kvcanary::KernelKind;
+using Buffer = kvcanary::reference::CanaryBuffer;
+using Record = kvcanary::reference::Record;
+using Ring = kvcanary::reference::ViolationRing;
+using RingRow = kvcanary::reference::RingRow;
+using RealKv = kvcanary::reference::RealKv;
+using Tokens = kvcanary::reference::StepTokens;
+
+constexpr std::int64_t kAnchorHash = -2414019407054260458LL;  // SPEC-CANARY §2, as int64
+
+inline Ring empty_ring(std::int64_t capacity) {
+  Ring ring;
+  ring.capacity = capacity;
+  return ring;
+}
+
+inline std::vector<RingRow> sorted(std::vector<RingRow> rows) {
+  std::sort(rows.begin(), rows.end());
+  return rows;
+}
+
+inline std::string describe(const RingRow& row) {
+  std::ostringstream os;
+  os << "[";
+  for (std::size_t f = 0; f < row.size(); ++f) os << (f ? ", " : "") << row[f];
+  return os.str() + "]";
+}
+
+// Buffers record by record.
+inline ::testing::AssertionResult same_buffer(const Buffer& library, const Buffer& reference) {
+  if (library.size() != reference.size())
+    return ::testing::AssertionFailure() << "buffers of " << library.size() << " and " << reference.size() << " slots";
+  std::ostringstream diff;
+  int shown = 0;
+  for (std::size_t s = 0; s < library.size(); ++s) {
+    const Record& a = library[s];
+    const Record& b = reference[s];
+    if (a == b || ++shown > 5) continue;
+    diff << "\n  slot " << s << ": library (" << a.token << ", " << a.position << ", " << a.prev_hash << ", "
+         << a.real_kv_hash << "), reference (" << b.token << ", " << b.position << ", " << b.prev_hash << ", "
+         << b.real_kv_hash << ")";
+  }
+  if (shown == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << shown << " records differ:" << diff.str();
+}
+
+// Rings: counters and count equal; rows equal as multisets when nothing overflowed, else the library's
+// kept rows must be `capacity` rows of `all` (the reference's rows of the same call with room for all).
+inline ::testing::AssertionResult same_ring(const Ring& library, const Ring& reference, const Ring& all) {
+  std::ostringstream diff;
+  if (library.count != reference.count) diff << "\n  count: library " << library.count << ", reference " << reference.count;
+  if (library.slot_run_counter != reference.slot_run_counter)
+    diff << "\n  slot_run_counter: library " << library.slot_run_counter << ", reference " << reference.slot_run_counter;
+  if (library.kernel_run_counter != reference.kernel_run_counter)
+    diff << "\n  kernel_run_counter: library " << library.kernel_run_counter << ", reference "
+         << reference.kernel_run_counter;
+  if (library.rows.size() != reference.rows.size())
+    diff << "\n  kept rows: library " << library.rows.size() << ", reference " << reference.rows.size();
+  const std::vector<RingRow> rows = sorted(library.rows);
+  const std::vector<RingRow> expected = sorted(reference.count <= reference.capacity ? reference.rows : all.rows);
+  if (reference.count <= reference.capacity) {
+    if (rows != expected) {
+      diff << "\n  rows differ:";
+      for (const RingRow& r : rows) diff << "\n    library   " << describe(r);
+      for (const RingRow& r : expected) diff << "\n    reference " << describe(r);
+    }
+  } else if (!std::includes(expected.begin(), expected.end(), rows.begin(), rows.end())) {
+    diff << "\n  the library kept rows that no violation of the call produced";
+  }
+  if (diff.str().empty()) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "rings differ:" << diff.str();
+}
+
+// One stage call on both sides from the same state.
+struct StageRun {
+  Buffer buffer;
+  Ring ring;
+};
+
+template <class ExecSpace>
+struct CanaryRunner {
+  using ExecSpaceType = ExecSpace;
+  CanaryAlgorithm algorithm = CanaryAlgorithm::Default;
+  kvcanary::HostDataLayout layout{};
+
+  // write() on the backend and the reference from (buffer, ring); checks both agree; returns the library's.
+  StageRun write(const Outputs& plan, const Tokens& tokens, KernelKind kind, const RealKv& real_kv, const Buffer& buffer,
+                 const Ring& ring) const {
+    StageRun library{buffer, ring}, reference{buffer, ring};
+    kvcanary::write_host_data(ExecSpace(), plan, tokens, kind, real_kv, library.buffer, library.ring, algorithm, layout);
+    kvcanary::reference::write(plan, tokens, kind, real_kv, reference.buffer, reference.ring);
+    Ring all = ring;
+    all.capacity = ring.count + reference.ring.count + 1;
+    Buffer scratch = buffer;
+    kvcanary::reference::write(plan, tokens, kind, real_kv, scratch, all);
+    EXPECT_TRUE(same_buffer(library.buffer, reference.buffer));
+    EXPECT_TRUE(same_ring(library.ring, reference.ring, all));
+    return library;
+  }
+
+  // verify() of one or more buffers on the backend and the reference; checks both agree.
+  Ring verify(const Outputs& plan, const std::vector<const Buffer*>& buffers, const std::vector<KernelKind>& kinds,
+              const std::vector<const RealKv*>& real_kvs, bool check_expected_token, const Ring& ring) const {
+    Ring library = ring;
+    kvcanary::verify_host_data(ExecSpace(), plan, buffers, kinds, real_kvs, check_expected_token, library, algorithm,
+                               layout);
+    Ring reference = ring;
+    Ring all = ring;
+    for (std::size_t t = 0; t < buffers.size(); ++t)
+      kvcanary::reference::verify(plan, *buffers[t], kinds[t], *real_kvs[t], check_expected_token, reference);
+    all.capacity = reference.count + 1;
+    for (std::size_t t = 0; t < buffers.size(); ++t)
+      kvcanary::reference::verify(plan, *buffers[t], kinds[t], *real_kvs[t], check_expected_token, all);
+    EXPECT_TRUE(same_ring(library, reference, all));
+    return library;
+  }
+
+  Ring verify(const Outputs& plan, const Buffer& buffer, const Ring& ring, bool check_expected_token = true,
+              KernelKind kind = KernelKind::HEAD_K_FULL, const RealKv& real_kv = RealKv{}) const {
+    return verify(plan, {&buffer}, {kind}, {&real_kv}, check_expected_token, ring);
+  }
+};
+
+}  // namespace kvcanary_test
+
+#endif
