@@ -3,14 +3,9 @@
 #include "json_io.hpp"
 
 #include "cli_error.hpp"
+#include "json_text.hpp"
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <iostream>
-#include <iterator>
 #include <limits>
 #include <optional>
 #include <set>
@@ -164,36 +159,6 @@ Case parse_case(const json& object, const std::string& prefix) {
   return c;
 }
 
-// The deepest [ / { nesting of a JSON text, strings skipped. A case needs 4 levels (steps, case, matrix,
-// row); refusing deep texts up front keeps every recursive walk (dump, destruction) off a deep stack.
-constexpr int kMaxNesting = 32;
-
-int nesting_depth(const std::string& text) {
-  int depth = 0, deepest = 0;
-  bool in_string = false, escaped = false;
-  for (const char c : text) {
-    if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      deepest = std::max(deepest, ++depth);
-      if (deepest > kMaxNesting) break;
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return deepest;
-}
-
-std::string one_line(std::string text) {
-  std::replace(text.begin(), text.end(), '\n', ' ');
-  std::replace(text.begin(), text.end(), '\r', ' ');
-  return text;
-}
-
 }  // namespace
 
 CaseFile parse_case_file(const json& document) {
@@ -226,28 +191,9 @@ CaseFile parse_case_file(const json& document) {
 }
 
 CaseFile read_case_file(const std::string& path) {
-  std::string text;
-  if (path == "-") {
-    text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
-    if (std::cin.bad()) throw RejectedInput("-: cannot read standard input");
-  } else {
-    std::error_code ignored;
-    if (std::filesystem::is_directory(path, ignored)) throw RejectedInput(path + ": cannot read: is a directory");
-    std::ifstream stream(path, std::ios::binary);
-    if (!stream) throw RejectedInput(path + ": cannot open: " + std::strerror(errno));
-    text.assign(std::istreambuf_iterator<char>(stream), std::istreambuf_iterator<char>());
-    if (stream.bad()) throw RejectedInput(path + ": cannot read");
-  }
-  if (nesting_depth(text) > kMaxNesting)
-    throw RejectedInput(path + ": JSON nested deeper than " + std::to_string(kMaxNesting) + " levels");
-  json document;
+  const JsonDocument document = read_json_file(path);
   try {
-    document = json::parse(text);
-  } catch (const json::exception& e) {
-    throw RejectedInput(path + ": malformed JSON: " + one_line(e.what()));
-  }
-  try {
-    return parse_case_file(document);
+    return parse_case_file(document.root());
   } catch (const RejectedInput& e) {
     throw RejectedInput(path + ": " + e.what());
   }

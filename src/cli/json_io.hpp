@@ -42,7 +42,8 @@ struct CaseFile {
   bool multi_step = false;  // the file used {"steps": [...]}
 };
 
-// Reads and parses a file ("-" is stdin). Throws RejectedInput with one line naming the file and the problem.
+// Reads and parses a file ("-" is stdin; the text's own checks are json_text.hpp's). Throws RejectedInput with
+// one line naming the file and the problem.
 CaseFile read_case_file(const std::string& path);
 
 // Parses a document already read. Throws RejectedInput naming the key (and index) at fault.

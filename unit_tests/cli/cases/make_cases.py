@@ -361,6 +361,12 @@ def main():
         "empty_file.json": "",
         "top_level_array.json": "[1, 2]\n",
         "deeply_nested.json": "[" * 100000 + "]" * 100000 + "\n",  # would overflow a recursive walk
+        # nlohmann stops at a NUL byte: what follows it must not be ignored
+        "nul_then_garbage.json": dump(DECODE) + "\0garbage",
+        "nul_then_second_case.json": dump(DECODE) + "\0" + dump(decode_with(prefix_lens=[3])),
+        # nlohmann keeps the last of duplicate keys, even over an earlier value of the wrong type
+        "duplicate_key.json": '{"prefix_lens": "seven",' + dump(DECODE)[1:],
+        "duplicate_key_in_a_comment.json": dump(dict(DECODE, _note={"a": 1})).replace('{"a": 1}', '{"a": 1, "a": 2}'),
     }
     for name, text in malformed.items():
         with open(os.path.join(HERE, "malformed", name), "w") as f:
