@@ -38,6 +38,11 @@ std::int64_t total_bound(const Case& step, std::int64_t limit) {
 }  // namespace
 
 reference::Outputs poisoned_outputs_for(const CaseFile& file) {
+  const Case& first = file.steps.front();  // the steps share their capacities (parse_case_file)
+  if (first.write_req_capacity > kMaxWriteReqCapacity)
+    throw RejectedInput("write_req_capacity is " + std::to_string(first.write_req_capacity) +
+                        ", above kvcanary-plan's limit of " + std::to_string(kMaxWriteReqCapacity) +
+                        " (write_offsets is printed whole)");
   for (std::size_t i = 0; i < file.steps.size(); ++i) {
     try {
       check_step(file.steps[i]);
@@ -46,11 +51,6 @@ reference::Outputs poisoned_outputs_for(const CaseFile& file) {
       throw std::invalid_argument("steps[" + std::to_string(i) + "]: " + e.what());
     }
   }
-  const Case& first = file.steps.front();  // the steps share their capacities (parse_case_file)
-  if (first.write_req_capacity > kMaxWriteReqCapacity)
-    throw RejectedInput("write_req_capacity is " + std::to_string(first.write_req_capacity) +
-                        ", above kvcanary-plan's limit of " + std::to_string(kMaxWriteReqCapacity) +
-                        " (write_offsets is printed whole)");
   std::int64_t verify_entries = 0;
   for (const Case& step : file.steps)
     verify_entries = std::max(verify_entries, total_bound(step, first.verify_capacity));

@@ -25,8 +25,9 @@ constexpr std::int64_t kMaxWriteReqCapacity = std::int64_t{1} << 24;
 // small case; only when both exceed 2^26 entries (2 GiB of host arrays) is the case refused.
 constexpr std::int64_t kMaxVerifyEntries = std::int64_t{1} << 26;
 
-// Runs the library's host-side checks of SPEC §4 (check_plan_shapes, with the capacities as declared)
-// on every step, then the CLI's limits, and returns poisoned outputs for the whole file.
+// Checks write_req_capacity against its limit (first: the library's checks compute capacity + 1), runs the
+// library's host-side checks of SPEC §4 (check_plan_shapes, with the capacities as declared) on every step,
+// then the CLI's other limits, and returns poisoned outputs for the whole file.
 // Throws std::invalid_argument (the library's message) or RejectedInput; allocates nothing before that.
 reference::Outputs poisoned_outputs_for(const CaseFile& file);
 

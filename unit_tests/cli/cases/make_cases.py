@@ -307,6 +307,9 @@ REJECT = {
                                           "verify_capacity: expected an int64 integer"),
     "write_req_capacity_beyond_cli_limit": (decode_with(write_req_capacity=10 ** 12),
                                             "above kvcanary-plan's limit of 16777216"),
+    # capacity + 1 was computed before the limit was checked: signed overflow (UBSan) at INT64_MAX
+    "write_req_capacity_at_int64_max": (decode_with(write_req_capacity=2 ** 63 - 1),
+                                        "write_req_capacity is 9223372036854775807, above kvcanary-plan's limit"),
     "verify_arrays_beyond_cli_limit": (case([1] * 8193, [8192] * 8193, [1] * 8193, rtt=[[0] * 8192, [0] * 8192],
                                             vcap=2 ** 31 - 1, wcap=8193),
                                        "above kvcanary-plan's limit of 67108864"),
