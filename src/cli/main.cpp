@@ -9,7 +9,6 @@
 
 #include <kvcanary/version.hpp>
 
-#include <algorithm>
 #include <exception>
 #include <iostream>
 #include <new>
@@ -18,11 +17,27 @@
 
 namespace {
 
-int fail(int status, std::string message) {
-  std::replace(message.begin(), message.end(), '\n', ' ');  // one line, whatever the source
-  std::replace(message.begin(), message.end(), '\r', ' ');
+// One line, whatever the source: line breaks become spaces and other control bytes (which a key or a
+// file name can hold, and which a terminal would obey) become \xNN.
+std::string printable(const std::string& message) {
+  std::string line;
+  for (const char c : message) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (c == '\n' || c == '\r') {
+      line += ' ';
+    } else if (byte < 0x20 || byte == 0x7f) {
+      const char* hex = "0123456789abcdef";
+      line += {'\\', 'x', hex[byte >> 4], hex[byte & 15]};
+    } else {
+      line += c;
+    }
+  }
+  return line;
+}
+
+int fail(int status, const std::string& message) {
   std::cout.flush();
-  std::cerr << "kvcanary-plan: " << message << std::endl;
+  std::cerr << "kvcanary-plan: " << printable(message) << std::endl;
   return status;
 }
 

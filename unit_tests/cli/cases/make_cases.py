@@ -288,6 +288,7 @@ REJECT = {
                     "req_to_verify_expected_tokens[1]: has 1 entries"),
     "flat_req_to_token": (decode_with(req_to_token=list(range(64))), "req_to_token[0]: expected a row"),
     "unknown_key": (decode_with(swa_window=128), "swa_window: unknown key"),
+    "unknown_key_with_control_bytes": (decode_with(**{"x\x1b[2J\x07": 1}), "x\\x1b[2J\\x07: unknown key"),
     "write_req_capacity_below_batch": (case([1, 2, 3], [1, 1, 1], [1, 1, 1], wcap=2),
                                        "write_req_capacity is 2 but the batch has 3 rows"),
     "negative_window": (decode_with(swa_window_size=-1, full_to_swa_index_mapping=[0]), "swa_window_size is -1"),
