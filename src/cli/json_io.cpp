@@ -1,4 +1,4 @@
-// Strict JSON reading of plan cases and SPEC §5 writing of plans (see json_io.hpp for the rules).
+// Strict reading of plan cases (see json_io.hpp for the rules).
 
 #include "json_io.hpp"
 
@@ -69,22 +69,22 @@ struct Matrix {
 
 Matrix to_matrix(const json& value, const std::string& where) {
   if (!value.is_array()) reject(where, "expected an array of rows (arrays of integers), got " + describe(value));
+  const auto row_name = [&](std::size_t r) { return where + "[" + std::to_string(r) + "]"; };
+  // Every row's type and length first: rows x cols is reserved only once it is what the text holds.
+  for (std::size_t r = 0; r < value.size(); ++r) {
+    const json& row = value[r];
+    if (!row.is_array()) reject(row_name(r), "expected a row (an array of integers), got " + describe(row));
+    if (row.size() != value[0].size())
+      reject(row_name(r), "has " + std::to_string(row.size()) + " entries but " + where + "[0] has " +
+                              std::to_string(value[0].size()) + " (rows must be of equal length)");
+  }
   Matrix m;
   m.rows = static_cast<std::int64_t>(value.size());
-  for (std::size_t r = 0; r < value.size(); ++r) {
-    const std::string row_name = where + "[" + std::to_string(r) + "]";
-    const json& row = value[r];
-    if (!row.is_array()) reject(row_name, "expected a row (an array of integers), got " + describe(row));
-    if (r == 0) {
-      m.cols = static_cast<std::int64_t>(row.size());
-      m.values.reserve(value.size() * row.size());
-    } else if (static_cast<std::int64_t>(row.size()) != m.cols) {
-      reject(row_name, "has " + std::to_string(row.size()) + " entries but " + where + "[0] has " +
-                           std::to_string(m.cols) + " (rows must be of equal length)");
-    }
-    for (std::size_t c = 0; c < row.size(); ++c)
-      m.values.push_back(to_integer<std::int32_t>(row[c], row_name + "[" + std::to_string(c) + "]"));
-  }
+  m.cols = value.empty() ? 0 : static_cast<std::int64_t>(value[0].size());
+  m.values.reserve(value.size() * static_cast<std::size_t>(m.cols));
+  for (std::size_t r = 0; r < value.size(); ++r)
+    for (std::size_t c = 0; c < value[r].size(); ++c)
+      m.values.push_back(to_integer<std::int32_t>(value[r][c], row_name(r) + "[" + std::to_string(c) + "]"));
   return m;
 }
 
@@ -197,40 +197,6 @@ CaseFile read_case_file(const std::string& path) {
   } catch (const RejectedInput& e) {
     throw RejectedInput(path + ": " + e.what());
   }
-}
-
-nlohmann::ordered_json plan_to_json(const reference::Outputs& o, std::int64_t batch_size, bool whole_seeds) {
-  // What the plan says is valid; clamped to the arrays so that a broken plan still prints (and `check` tells).
-  const std::size_t capacity = o.verify_slot_indices.size();
-  const std::size_t shown =
-      o.enable == 1 ? std::min<std::size_t>(capacity, static_cast<std::size_t>(std::max(o.verify_num_valid, 0))) : 0;
-  const auto head = [](const std::vector<std::int64_t>& v, std::size_t n) {
-    return std::vector<std::int64_t>(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(std::min(n, v.size())));
-  };
-
-  nlohmann::ordered_json verify_plan;
-  verify_plan["verify_num_valid"] = o.verify_num_valid;
-  verify_plan["enable"] = o.enable;
-  verify_plan["verify_slot_indices"] = head(o.verify_slot_indices, shown);
-  verify_plan["verify_expected_tokens"] = head(o.verify_expected_tokens, shown);
-  verify_plan["verify_expected_positions"] = head(o.verify_expected_positions, shown);
-  verify_plan["verify_prev_slot_indices"] = head(o.verify_prev_slot_indices, shown);
-
-  nlohmann::ordered_json write_plan;
-  write_plan["write_offsets"] = o.write_offsets;
-  write_plan["write_seed_slot_indices"] = head(o.write_seed_slot_indices, static_cast<std::size_t>(batch_size));
-  write_plan["write_num_valid_reqs"] = o.write_num_valid_reqs;
-  if (whole_seeds) write_plan["write_seed_slot_indices_all"] = o.write_seed_slot_indices;
-
-  nlohmann::ordered_json status;
-  status["input_error_bits"] = o.input_error_bits;
-  status["first_bad_row"] = o.first_bad_row;
-
-  nlohmann::ordered_json result;
-  result["verify_plan"] = std::move(verify_plan);
-  result["write_plan"] = std::move(write_plan);
-  result["status"] = std::move(status);
-  return result;
 }
 
 }  // namespace cli
