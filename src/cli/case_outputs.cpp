@@ -35,9 +35,20 @@ std::int64_t total_bound(const Case& step, std::int64_t limit) {
   return std::min(bound, limit);
 }
 
+// Array entries `run` prints for a step (plan_writer.hpp), from the same bounds as the allocation.
+std::int64_t printed_entries(const Case& step, std::int64_t verify_entries, bool whole_seeds) {
+  const auto batch_size = static_cast<std::int64_t>(step.inputs.req_pool_indices.size());
+  return 4 * verify_entries + (step.write_req_capacity + 1) + batch_size + (whole_seeds ? step.write_req_capacity : 0);
+}
+
 }  // namespace
 
 reference::Outputs poisoned_outputs_for(const CaseFile& file) {
+  const Case& first = file.steps.front();  // the steps share their capacities (parse_case_file)
+  if (first.write_req_capacity > kMaxWriteReqCapacity)
+    throw RejectedInput("write_req_capacity is " + std::to_string(first.write_req_capacity) +
+                        ", above kvcanary-plan's limit of " + std::to_string(kMaxWriteReqCapacity) +
+                        " (write_offsets is printed whole)");
   for (std::size_t i = 0; i < file.steps.size(); ++i) {
     try {
       check_step(file.steps[i]);
@@ -46,11 +57,6 @@ reference::Outputs poisoned_outputs_for(const CaseFile& file) {
       throw std::invalid_argument("steps[" + std::to_string(i) + "]: " + e.what());
     }
   }
-  const Case& first = file.steps.front();  // the steps share their capacities (parse_case_file)
-  if (first.write_req_capacity > kMaxWriteReqCapacity)
-    throw RejectedInput("write_req_capacity is " + std::to_string(first.write_req_capacity) +
-                        ", above kvcanary-plan's limit of " + std::to_string(kMaxWriteReqCapacity) +
-                        " (write_offsets is printed whole)");
   std::int64_t verify_entries = 0;
   for (const Case& step : file.steps)
     verify_entries = std::max(verify_entries, total_bound(step, first.verify_capacity));
@@ -59,6 +65,15 @@ reference::Outputs poisoned_outputs_for(const CaseFile& file) {
                         " entries (verify_capacity " + std::to_string(first.verify_capacity) +
                         ", capped by the batch's prefix tokens), above kvcanary-plan's limit of " +
                         std::to_string(kMaxVerifyEntries));
+  // A multi-step file prints every step and then the last one again. No overflow: each term is bounded by
+  // the limits above and the steps by the input size.
+  std::int64_t printed = file.multi_step ? printed_entries(file.steps.back(), verify_entries, true) : 0;
+  for (std::size_t i = 0; i < file.steps.size(); ++i)
+    printed += printed_entries(file.steps[i], total_bound(file.steps[i], first.verify_capacity), file.multi_step);
+  if (printed > kMaxPrintedEntries)
+    throw RejectedInput("the output could hold " + std::to_string(printed) + " array entries" +
+                        (file.multi_step ? " over " + std::to_string(file.steps.size()) + " steps" : "") +
+                        ", above kvcanary-plan's limit of " + std::to_string(kMaxPrintedEntries));
   return reference::make_outputs(verify_entries, first.write_req_capacity, kPoison);
 }
 

@@ -5,6 +5,7 @@
 // memory limits, and poisoned so that `check` can tell written entries from untouched ones.
 
 #include "json_io.hpp"
+#include "limits.hpp"
 
 #include <kvcanary/reference.hpp>
 
@@ -17,16 +18,9 @@ namespace cli {
 // (Scalars get its low 32 bits.)
 constexpr std::int64_t kPoison = static_cast<std::int64_t>(0xDEADBEEFDEADBEEFull);
 
-// write_offsets is printed whole, so its capacity is allocated as given: at most 2^24 requests.
-constexpr std::int64_t kMaxWriteReqCapacity = std::int64_t{1} << 24;
-
-// Verify arrays are allocated with min(verify_capacity, an upper bound of the plan's total), which prints
-// the same plan (entries past the total are never printed), so verify_capacity 2^31-1 is fine for a
-// small case; only when both exceed 2^26 entries (2 GiB of host arrays) is the case refused.
-constexpr std::int64_t kMaxVerifyEntries = std::int64_t{1} << 26;
-
-// Runs the library's host-side checks of SPEC §4 (check_plan_shapes, with the capacities as declared)
-// on every step, then the CLI's limits, and returns poisoned outputs for the whole file.
+// Checks write_req_capacity against its limit (first: the library's checks compute capacity + 1), runs the
+// library's host-side checks of SPEC §4 (check_plan_shapes, with the capacities as declared) on every step,
+// then the CLI's other limits (limits.hpp), and returns poisoned outputs for the whole file.
 // Throws std::invalid_argument (the library's message) or RejectedInput; allocates nothing before that.
 reference::Outputs poisoned_outputs_for(const CaseFile& file);
 

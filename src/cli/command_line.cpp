@@ -54,8 +54,9 @@ Case file: a JSON object with the SPEC section 2 inputs
 Keys starting with '_' are ignored; any other key is an error. {"steps": [case, ...]} runs the
 cases in order on one set of outputs (equal capacities); `run` then prints the last step's plan
 plus "steps", every step's plan with "write_seed_slot_indices_all".
-Limits: write_req_capacity <= 2^24; verify arrays are allocated with min(verify_capacity, prefix
-tokens of the batch) entries, which must be <= 2^26.
+Limits (docs/cli-limits.md; they keep memory under 1.5 GiB): a case file of at most 32 MiB;
+write_req_capacity <= 2^22; verify arrays are allocated with min(verify_capacity, prefix
+tokens of the batch) entries, which must be <= 2^23; run prints at most 2^26 array entries.
 
 Exit status: 0 success (check: library and reference agree); 1 check or demo found a disagreement;
 2 rejected input or command line (one line on stderr); 3 internal error.

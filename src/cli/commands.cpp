@@ -6,9 +6,11 @@
 #include "compare.hpp"
 #include "json_io.hpp"
 #include "kokkos_session.hpp"
+#include "plan_writer.hpp"
 
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace kvcanary {
 namespace cli {
@@ -26,7 +28,9 @@ PreparedCase prepare(const std::string& path) {
   prepared.file = read_case_file(path);
   try {
     prepared.outputs = poisoned_outputs_for(prepared.file);
-  } catch (const std::exception& e) {
+  } catch (const std::invalid_argument& e) {  // the library's checks; RejectedInput and bad_alloc go on to main
+    throw RejectedInput(path + ": " + e.what());
+  } catch (const RejectedInput& e) {
     throw RejectedInput(path + ": " + e.what());
   }
   return prepared;
@@ -49,19 +53,24 @@ int run_command(const CommandLine& command_line, std::ostream& out) {
   const CaseFile& file = prepared.file;
   PlanOptions options;
   options.algorithm = command_line.algorithm;
+  const auto batch_size = [](const Case& step) {
+    return static_cast<std::int64_t>(step.inputs.req_pool_indices.size());
+  };
 
-  nlohmann::ordered_json steps = nlohmann::ordered_json::array();
-  {
-    Kokkos::ScopeGuard kokkos(kokkos_arguments());
-    for (const Case& step : file.steps) {
-      plan_on_backend(command_line.backend, step.inputs, prepared.outputs, options);
-      steps.push_back(plan_to_json(prepared.outputs, static_cast<std::int64_t>(step.inputs.req_pool_indices.size()),
-                                   file.multi_step));
-    }
+  // Each step is printed as soon as it is planned, so the output costs no memory (plan_writer.hpp); the
+  // last step's plan follows "steps" rather than preceding it. Nothing is printed before the first plan
+  // succeeds, so that a failure there leaves stdout empty.
+  Kokkos::ScopeGuard kokkos(kokkos_arguments());
+  for (std::size_t i = 0; i < file.steps.size(); ++i) {
+    plan_on_backend(command_line.backend, file.steps[i].inputs, prepared.outputs, options);
+    if (!file.multi_step) continue;
+    out << (i == 0 ? "{\"steps\":[{" : ",{");
+    write_plan_members(out, prepared.outputs, batch_size(file.steps[i]), true);
+    out << '}';
   }
-  nlohmann::ordered_json result = steps.back();
-  if (file.multi_step) result["steps"] = std::move(steps);
-  out << result.dump() << '\n';
+  out << (file.multi_step ? "]," : "{");
+  write_plan_members(out, prepared.outputs, batch_size(file.steps.back()), file.multi_step);
+  out << "}\n";
   return 0;
 }
 
@@ -70,8 +79,8 @@ int check_command(const CommandLine& command_line, std::ostream& out) {
   const CaseFile& file = prepared.file;
   PlanOptions options;
   options.algorithm = command_line.algorithm;
-  reference::Outputs library = prepared.outputs;
   reference::Outputs expected = prepared.outputs;
+  reference::Outputs library = std::move(prepared.outputs);
 
   Kokkos::ScopeGuard kokkos(kokkos_arguments());
   const std::string who = "library (" + describe_execution_space(command_line.backend) + "; algorithm " +

@@ -1,16 +1,11 @@
-// Strict JSON reading of plan cases and SPEC §5 writing of plans (see json_io.hpp for the rules).
+// Strict reading of plan cases (see json_io.hpp for the rules).
 
 #include "json_io.hpp"
 
 #include "cli_error.hpp"
+#include "json_text.hpp"
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <iostream>
-#include <iterator>
 #include <limits>
 #include <optional>
 #include <set>
@@ -74,22 +69,22 @@ struct Matrix {
 
 Matrix to_matrix(const json& value, const std::string& where) {
   if (!value.is_array()) reject(where, "expected an array of rows (arrays of integers), got " + describe(value));
+  const auto row_name = [&](std::size_t r) { return where + "[" + std::to_string(r) + "]"; };
+  // Every row's type and length first: rows x cols is reserved only once it is what the text holds.
+  for (std::size_t r = 0; r < value.size(); ++r) {
+    const json& row = value[r];
+    if (!row.is_array()) reject(row_name(r), "expected a row (an array of integers), got " + describe(row));
+    if (row.size() != value[0].size())
+      reject(row_name(r), "has " + std::to_string(row.size()) + " entries but " + where + "[0] has " +
+                              std::to_string(value[0].size()) + " (rows must be of equal length)");
+  }
   Matrix m;
   m.rows = static_cast<std::int64_t>(value.size());
-  for (std::size_t r = 0; r < value.size(); ++r) {
-    const std::string row_name = where + "[" + std::to_string(r) + "]";
-    const json& row = value[r];
-    if (!row.is_array()) reject(row_name, "expected a row (an array of integers), got " + describe(row));
-    if (r == 0) {
-      m.cols = static_cast<std::int64_t>(row.size());
-      m.values.reserve(value.size() * row.size());
-    } else if (static_cast<std::int64_t>(row.size()) != m.cols) {
-      reject(row_name, "has " + std::to_string(row.size()) + " entries but " + where + "[0] has " +
-                           std::to_string(m.cols) + " (rows must be of equal length)");
-    }
-    for (std::size_t c = 0; c < row.size(); ++c)
-      m.values.push_back(to_integer<std::int32_t>(row[c], row_name + "[" + std::to_string(c) + "]"));
-  }
+  m.cols = value.empty() ? 0 : static_cast<std::int64_t>(value[0].size());
+  m.values.reserve(value.size() * static_cast<std::size_t>(m.cols));
+  for (std::size_t r = 0; r < value.size(); ++r)
+    for (std::size_t c = 0; c < value[r].size(); ++c)
+      m.values.push_back(to_integer<std::int32_t>(value[r][c], row_name(r) + "[" + std::to_string(c) + "]"));
   return m;
 }
 
@@ -164,36 +159,6 @@ Case parse_case(const json& object, const std::string& prefix) {
   return c;
 }
 
-// The deepest [ / { nesting of a JSON text, strings skipped. A case needs 4 levels (steps, case, matrix,
-// row); refusing deep texts up front keeps every recursive walk (dump, destruction) off a deep stack.
-constexpr int kMaxNesting = 32;
-
-int nesting_depth(const std::string& text) {
-  int depth = 0, deepest = 0;
-  bool in_string = false, escaped = false;
-  for (const char c : text) {
-    if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      deepest = std::max(deepest, ++depth);
-      if (deepest > kMaxNesting) break;
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return deepest;
-}
-
-std::string one_line(std::string text) {
-  std::replace(text.begin(), text.end(), '\n', ' ');
-  std::replace(text.begin(), text.end(), '\r', ' ');
-  return text;
-}
-
 }  // namespace
 
 CaseFile parse_case_file(const json& document) {
@@ -226,65 +191,12 @@ CaseFile parse_case_file(const json& document) {
 }
 
 CaseFile read_case_file(const std::string& path) {
-  std::string text;
-  if (path == "-") {
-    text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
-    if (std::cin.bad()) throw RejectedInput("-: cannot read standard input");
-  } else {
-    std::error_code ignored;
-    if (std::filesystem::is_directory(path, ignored)) throw RejectedInput(path + ": cannot read: is a directory");
-    std::ifstream stream(path, std::ios::binary);
-    if (!stream) throw RejectedInput(path + ": cannot open: " + std::strerror(errno));
-    text.assign(std::istreambuf_iterator<char>(stream), std::istreambuf_iterator<char>());
-    if (stream.bad()) throw RejectedInput(path + ": cannot read");
-  }
-  if (nesting_depth(text) > kMaxNesting)
-    throw RejectedInput(path + ": JSON nested deeper than " + std::to_string(kMaxNesting) + " levels");
-  json document;
+  const JsonDocument document = read_json_file(path);
   try {
-    document = json::parse(text);
-  } catch (const json::exception& e) {
-    throw RejectedInput(path + ": malformed JSON: " + one_line(e.what()));
-  }
-  try {
-    return parse_case_file(document);
+    return parse_case_file(document.root());
   } catch (const RejectedInput& e) {
     throw RejectedInput(path + ": " + e.what());
   }
-}
-
-nlohmann::ordered_json plan_to_json(const reference::Outputs& o, std::int64_t batch_size, bool whole_seeds) {
-  // What the plan says is valid; clamped to the arrays so that a broken plan still prints (and `check` tells).
-  const std::size_t capacity = o.verify_slot_indices.size();
-  const std::size_t shown =
-      o.enable == 1 ? std::min<std::size_t>(capacity, static_cast<std::size_t>(std::max(o.verify_num_valid, 0))) : 0;
-  const auto head = [](const std::vector<std::int64_t>& v, std::size_t n) {
-    return std::vector<std::int64_t>(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(std::min(n, v.size())));
-  };
-
-  nlohmann::ordered_json verify_plan;
-  verify_plan["verify_num_valid"] = o.verify_num_valid;
-  verify_plan["enable"] = o.enable;
-  verify_plan["verify_slot_indices"] = head(o.verify_slot_indices, shown);
-  verify_plan["verify_expected_tokens"] = head(o.verify_expected_tokens, shown);
-  verify_plan["verify_expected_positions"] = head(o.verify_expected_positions, shown);
-  verify_plan["verify_prev_slot_indices"] = head(o.verify_prev_slot_indices, shown);
-
-  nlohmann::ordered_json write_plan;
-  write_plan["write_offsets"] = o.write_offsets;
-  write_plan["write_seed_slot_indices"] = head(o.write_seed_slot_indices, static_cast<std::size_t>(batch_size));
-  write_plan["write_num_valid_reqs"] = o.write_num_valid_reqs;
-  if (whole_seeds) write_plan["write_seed_slot_indices_all"] = o.write_seed_slot_indices;
-
-  nlohmann::ordered_json status;
-  status["input_error_bits"] = o.input_error_bits;
-  status["first_bad_row"] = o.first_bad_row;
-
-  nlohmann::ordered_json result;
-  result["verify_plan"] = std::move(verify_plan);
-  result["write_plan"] = std::move(write_plan);
-  result["status"] = std::move(status);
-  return result;
 }
 
 }  // namespace cli

@@ -1,7 +1,7 @@
 #ifndef KVCANARY_CLI_JSON_IO_HPP
 #define KVCANARY_CLI_JSON_IO_HPP
 
-// Case files in, plans out (SPEC §5).
+// Case files in (SPEC §5); plan_writer.hpp prints the plans.
 //
 // A case is a JSON object with the input names of SPEC §2 plus verify_capacity and write_req_capacity.
 // Checks are strict, so that a typo cannot silently change a plan:
@@ -42,16 +42,12 @@ struct CaseFile {
   bool multi_step = false;  // the file used {"steps": [...]}
 };
 
-// Reads and parses a file ("-" is stdin). Throws RejectedInput with one line naming the file and the problem.
+// Reads and parses a file ("-" is stdin; the text's own checks are json_text.hpp's). Throws RejectedInput with
+// one line naming the file and the problem.
 CaseFile read_case_file(const std::string& path);
 
 // Parses a document already read. Throws RejectedInput naming the key (and index) at fault.
 CaseFile parse_case_file(const nlohmann::json& document);
-
-// The SPEC §5 output of one plan: verify arrays cut to verify_num_valid when enable == 1 and empty
-// otherwise, write_offsets whole, the first batch_size seeds. With `whole_seeds`, write_plan also holds
-// "write_seed_slot_indices_all", the whole array (what a multi-step case carries over).
-nlohmann::ordered_json plan_to_json(const reference::Outputs& outputs, std::int64_t batch_size, bool whole_seeds);
 
 }  // namespace cli
 }  // namespace kvcanary

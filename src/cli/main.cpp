@@ -9,20 +9,49 @@
 
 #include <kvcanary/version.hpp>
 
-#include <algorithm>
 #include <exception>
 #include <iostream>
 #include <new>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
 namespace {
 
-int fail(int status, std::string message) {
-  std::replace(message.begin(), message.end(), '\n', ' ');  // one line, whatever the source
-  std::replace(message.begin(), message.end(), '\r', ' ');
+// One line, whatever the source: line breaks become spaces and other control bytes (which a key or a
+// file name can hold, and which a terminal would obey) become \xNN.
+std::string printable(const std::string& message) {
+  std::string line;
+  for (const char c : message) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (c == '\n' || c == '\r') {
+      line += ' ';
+    } else if (byte < 0x20 || byte == 0x7f) {
+      const char* hex = "0123456789abcdef";
+      line += {'\\', 'x', hex[byte >> 4], hex[byte & 15]};
+    } else {
+      line += c;
+    }
+  }
+  return line;
+}
+
+// Kokkos 3.4 reports a View it cannot allocate as a std::runtime_error with this text (after catching its
+// own std::bad_alloc); it is an allocation failure all the same. Returns its first sentence, or null.
+std::optional<std::string> kokkos_allocation_failure(const std::exception& e) {
+  const std::string text = e.what();
+  if (text.rfind("Kokkos failed to allocate memory", 0) != 0) return std::nullopt;
+  return text.substr(0, text.find(".  "));
+}
+
+std::string out_of_memory(const std::string& what) {
+  return "rejected input: out of memory (" + what +
+         "; within its limits kvcanary-plan needs up to 1.5 GiB: docs/cli-limits.md)";
+}
+
+int fail(int status, const std::string& message) {
   std::cout.flush();
-  std::cerr << "kvcanary-plan: " << message << std::endl;
+  std::cerr << "kvcanary-plan: " << printable(message) << std::endl;
   return status;
 }
 
@@ -53,9 +82,10 @@ int main(int argc, char** argv) {
     return fail(2, std::string("rejected input: ") + e.what());
   } catch (const std::invalid_argument& e) {  // the library's host-side checks (SPEC §4)
     return fail(2, std::string("rejected input: ") + e.what());
-  } catch (const std::bad_alloc& e) {  // Kokkos' allocation failures derive from it too
-    return fail(2, std::string("rejected input: out of memory (") + e.what() + ")");
+  } catch (const std::bad_alloc& e) {
+    return fail(2, out_of_memory(e.what()));
   } catch (const std::exception& e) {
+    if (const auto allocation = kokkos_allocation_failure(e)) return fail(2, out_of_memory(*allocation));
     return fail(3, std::string("internal error: ") + e.what());
   } catch (...) {
     return fail(3, "internal error: unknown exception");

@@ -7,10 +7,19 @@
                                                           containing the case's "_expect_error"
   cli_driver.py fails   TOOL TEXT ARGS...                 exit 2, nothing on stdout, one stderr line containing TEXT
   cli_driver.py prints  TOOL TEXT ARGS...                 exit 0, nothing on stderr, stdout containing TEXT
+  cli_driver.py bounded TOOL MIB CASE TEXT COMMAND        `COMMAND CASE` peaks under MIB MiB of memory and exits 0
+                                                          (TEXT "exit 0") or 2 with one stderr line containing
+                                                          TEXT; CASE is a file or a name of LARGE_CASES, written
+                                                          at test time (too big to commit)
+  cli_driver.py starved TOOL MIB CASE COMMAND             `COMMAND CASE` in MIB MiB of address space exits 2 with
+                                                          one stderr line saying "out of memory" (never aborts)
 """
 import json
+import os
+import resource
 import subprocess
 import sys
+import tempfile
 
 
 class Failure(Exception):
@@ -113,6 +122,80 @@ def mode_reject(tool, case, options):
     expect_one_error_line("run -", rc, out, err, text)
 
 
+def decode_case(**changes):
+    """SPEC 6's decode fact, as in cases/make_cases.py."""
+    c = {"req_pool_indices": [2], "prefix_lens": [7], "extend_seq_lens": [1],
+         "req_to_token": [[rp * 16 + p for p in range(16)] for rp in range(4)],
+         "verify_capacity": 64, "write_req_capacity": 4}
+    c.update(changes)
+    return c
+
+
+def zeros(n):
+    return "[" + ",".join(["0"] * n) + "]"
+
+
+# The hostile cases of issue 10 item 5, and the largest cases the limits accept (docs/cli-limits.md).
+LARGE_CASES = {
+    # 658 KB, 2^26 verify entries: printed 1.37 GB from a 12.5 GB peak
+    "verify_entries_2p26": lambda: json.dumps({
+        "req_pool_indices": [1] * 1024, "prefix_lens": [65536] * 1024, "extend_seq_lens": [1] * 1024,
+        "req_to_token": [[0] * 65536, list(range(65536))], "verify_capacity": 2 ** 26, "write_req_capacity": 1024}),
+    # write capacity 2^24: ~0.5 GB more with every step
+    "steps_at_write_capacity_2p24": lambda: json.dumps({"steps": [decode_case(write_req_capacity=2 ** 24)] * 40}),
+    # a first row of 100k entries reserved rows x 100k (40 GB) before the rows were checked
+    "ragged_rows_after_a_long_one": lambda: json.dumps(decode_case(req_to_token=[[0] * 100000] + [[]] * 99999)),
+    # 6 steps at the write limit: 2^26 entries printed, one step at a time
+    "steps_at_output_limit": lambda: json.dumps({"steps": [decode_case(write_req_capacity=2 ** 22)] * 6}),
+    # 2^23 verify entries and write capacity 2^22, from a small file
+    "verify_and_write_at_limit": lambda: json.dumps({
+        "req_pool_indices": [1] * 128, "prefix_lens": [65536] * 128, "extend_seq_lens": [1] * 128,
+        "req_to_token": [[0] * 65536, list(range(65536))], "verify_capacity": 2 ** 23, "write_req_capacity": 2 ** 22}),
+    # every limit at once: a 32 MiB input (16.6 Mi cells), 8.3 Mi verify entries, write capacity 2^22
+    "every_limit_at_once": lambda: (
+        '{"req_pool_indices": [1], "prefix_lens": [8300000], "extend_seq_lens": [1], "verify_capacity": %d, '
+        '"write_req_capacity": %d, "req_to_token": [%s, %s]}' % (2 ** 23, 2 ** 22, zeros(8300000), zeros(8300000))),
+}
+
+
+def run_limited(tool, command, case, address_mib, keep_stdout):
+    """`tool command CASE` under an address-space limit (so that a regression fails fast instead of exhausting
+    the machine); returns its exit status, stdout (when kept), stderr and peak resident memory in MiB."""
+    limit = int(address_mib) << 20
+
+    def limit_memory():
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    with tempfile.TemporaryDirectory() as directory:
+        path = case
+        if case in LARGE_CASES:
+            path = os.path.join(directory, case + ".json")
+            with open(path, "w") as f:
+                f.write(LARGE_CASES[case]())
+        p = subprocess.run([tool, command, path], stdout=subprocess.PIPE if keep_stdout else subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, preexec_fn=limit_memory, timeout=300)
+    peak_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0
+    return p.returncode, (p.stdout or b"").decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace"), peak_mib
+
+
+def mode_bounded(tool, mib, case, text, command):
+    # address space runs ahead of resident memory (thread stacks, malloc arenas): 1 GiB of headroom
+    rc, out, err, peak_mib = run_limited(tool, command, case, int(mib) + 1024, text != "exit 0")
+    if text == "exit 0":
+        if rc != 0 or err:
+            raise Failure("expected exit 0 and an empty stderr\n" + show(rc, "(not kept)", err))
+    else:
+        expect_one_error_line(command + " " + case, rc, out, err, text)
+    if peak_mib > int(mib):
+        raise Failure("peak resident memory %.0f MiB, above the %s MiB bound" % (peak_mib, mib))
+    print("peak resident memory %.0f MiB (bound %s MiB)" % (peak_mib, mib))
+
+
+def mode_starved(tool, address_mib, case, command):
+    rc, out, err, _ = run_limited(tool, command, case, address_mib, True)
+    expect_one_error_line("%s %s in %s MiB" % (command, case, address_mib), rc, out, err, "out of memory")
+
+
 def main(argv):
     mode, tool = argv[1], argv[2]
     try:
@@ -123,6 +206,10 @@ def main(argv):
         elif mode == "fails":
             rc, out, err = call(tool, argv[4:])
             expect_one_error_line(" ".join(argv[4:]), rc, out, err, argv[3])
+        elif mode == "bounded":
+            mode_bounded(tool, argv[3], argv[4], argv[5], argv[6])
+        elif mode == "starved":
+            mode_starved(tool, argv[3], argv[4], argv[5])
         elif mode == "prints":
             rc, out, err = call(tool, argv[4:])
             if rc != 0 or err or argv[3] not in out:

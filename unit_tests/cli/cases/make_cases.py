@@ -288,6 +288,7 @@ REJECT = {
                     "req_to_verify_expected_tokens[1]: has 1 entries"),
     "flat_req_to_token": (decode_with(req_to_token=list(range(64))), "req_to_token[0]: expected a row"),
     "unknown_key": (decode_with(swa_window=128), "swa_window: unknown key"),
+    "unknown_key_with_control_bytes": (decode_with(**{"x\x1b[2J\x07": 1}), "x\\x1b[2J\\x07: unknown key"),
     "write_req_capacity_below_batch": (case([1, 2, 3], [1, 1, 1], [1, 1, 1], wcap=2),
                                        "write_req_capacity is 2 but the batch has 3 rows"),
     "negative_window": (decode_with(swa_window_size=-1, full_to_swa_index_mapping=[0]), "swa_window_size is -1"),
@@ -306,10 +307,15 @@ REJECT = {
     "verify_capacity_as_exponent_float": (decode_with(verify_capacity=1e12),
                                           "verify_capacity: expected an int64 integer"),
     "write_req_capacity_beyond_cli_limit": (decode_with(write_req_capacity=10 ** 12),
-                                            "above kvcanary-plan's limit of 16777216"),
-    "verify_arrays_beyond_cli_limit": (case([1] * 8193, [8192] * 8193, [1] * 8193, rtt=[[0] * 8192, [0] * 8192],
-                                            vcap=2 ** 31 - 1, wcap=8193),
-                                       "above kvcanary-plan's limit of 67108864"),
+                                            "above kvcanary-plan's limit of 4194304"),
+    # capacity + 1 was computed before the limit was checked: signed overflow (UBSan) at INT64_MAX
+    "write_req_capacity_at_int64_max": (decode_with(write_req_capacity=2 ** 63 - 1),
+                                        "write_req_capacity is 9223372036854775807, above kvcanary-plan's limit"),
+    "verify_arrays_beyond_cli_limit": (case([1] * 1025, [8192] * 1025, [1] * 1025, rtt=[[0] * 8192, [0] * 8192],
+                                            vcap=2 ** 31 - 1, wcap=1025),
+                                       "above kvcanary-plan's limit of 8388608"),
+    "output_beyond_cli_limit": ({"steps": [decode_with(write_req_capacity=2 ** 22)] * 8},
+                                "array entries over 8 steps, above kvcanary-plan's limit of 67108864"),
     "req_to_token_without_rows": (decode_with(req_to_token=[]), "req_to_token is 0 x 0"),
     "req_to_token_without_columns": (decode_with(req_to_token=[[], []]), "req_to_token is 2 x 0"),
     "steps_with_different_capacities": ({"steps": [DECODE, decode_with(verify_capacity=32)]},
@@ -361,6 +367,12 @@ def main():
         "empty_file.json": "",
         "top_level_array.json": "[1, 2]\n",
         "deeply_nested.json": "[" * 100000 + "]" * 100000 + "\n",  # would overflow a recursive walk
+        # nlohmann stops at a NUL byte: what follows it must not be ignored
+        "nul_then_garbage.json": dump(DECODE) + "\0garbage",
+        "nul_then_second_case.json": dump(DECODE) + "\0" + dump(decode_with(prefix_lens=[3])),
+        # nlohmann keeps the last of duplicate keys, even over an earlier value of the wrong type
+        "duplicate_key.json": '{"prefix_lens": "seven",' + dump(DECODE)[1:],
+        "duplicate_key_in_a_comment.json": dump(dict(DECODE, _note={"a": 1})).replace('{"a": 1}', '{"a": 1, "a": 2}'),
     }
     for name, text in malformed.items():
         with open(os.path.join(HERE, "malformed", name), "w") as f:
