@@ -242,6 +242,20 @@ FACTS["huge_verify_capacity_is_not_preallocated"] = (
     case([2], [7], [1], vcap=2 ** 31 - 1),
     plan(verify(7, r(32, 38), r(0, 6), [-1] + r(32, 37)), write([0, 1, 0, 0, 0], [38], 1)))
 
+FACTS["extend_past_int32_is_bit_8"] = (
+    "SPEC 4 (issue 10): extend_seq_lens > 2^31-1 is bit 8, so two INT64_MAX extends no longer wrap write_offsets",
+    case([1, 2, 3], [2, 3, 1], [2 ** 63 - 1, 2 ** 63 - 1, 2], wcap=3),
+    plan(verify(1, [48], [0], [-1]), write([0, 0, 0, 2], [-1, -1, 48], 3),
+         {"input_error_bits": 8, "first_bad_row": 0}))
+
+FACTS["int64_min_prefix_with_window_does_not_overflow"] = (
+    "SPEC 4 (issue 10): prefix INT64_MIN with a window and a bad row elsewhere: window_start 0, nothing verified, "
+    "no out-of-bounds read in the reference (check agreed on it only after the fix)",
+    case([1, 99, 2], [-2 ** 63, 4, 2], [1, 1, 1], rtt=[[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]], vcap=16, wcap=3,
+         swa_window_size=1, full_to_swa_index_mapping=list(range(12))),
+    plan(verify(1, [9], [1], [8]), write([0, 1, 1, 2], [-1, -1, 9], 3),
+         {"input_error_bits": 1, "first_bad_row": 1}))
+
 # ---- rejected inputs: exit 2, one stderr line containing _expect_error ----
 DECODE = case([2], [7], [1])
 
