@@ -9,3 +9,5 @@
 #include "test_raw_pointers.hpp"
 #include "test_strided_tables.hpp"
 #include "test_per_device.hpp"
+#include "test_hash.hpp"
+#include "test_reference_canary.hpp"
