@@ -11,3 +11,4 @@
 #include "test_per_device.hpp"
 #include "test_hash.hpp"
 #include "test_reference_canary.hpp"
+#include "test_report.hpp"
