@@ -50,15 +50,6 @@ std::uint64_t load_le64(const std::uint8_t* bytes) {
   return value;
 }
 
-// Whether a flat vector of `size` values is exactly rows x cols, without forming rows * cols.
-bool holds(std::size_t size, std::int64_t rows, std::int64_t cols) {
-  if (rows < 0 || cols < 0) return false;
-  if (rows == 0 || cols == 0) return size == 0;
-  const auto n = static_cast<std::uint64_t>(size);
-  return n % static_cast<std::uint64_t>(cols) == 0 &&
-         n / static_cast<std::uint64_t>(cols) == static_cast<std::uint64_t>(rows);
-}
-
 RealKvSourceShape shape_of(const RealKvSource& source) {
   return RealKvSourceShape{source.pages,     source.row_bytes,       source.row_bytes,
                            source.page_size, source.bytes_per_token, source.read_bytes};
@@ -126,7 +117,7 @@ void check_real_kv(const RealKv& real_kv, std::int64_t num_slots, const char* fu
   for (std::size_t k = 0; k < real_kv.sources.size(); ++k) {
     const RealKvSource& source = real_kv.sources[k];
     Impl::check_real_kv_source(function, static_cast<std::int64_t>(k), shape_of(source), num_slots);
-    if (!holds(source.bytes.size(), source.pages, source.row_bytes))
+    if (!Impl::holds(source.bytes.size(), source.pages, source.row_bytes))
       Impl::throw_invalid_in(function, "real_kv.sources[", k, "].bytes holds ", source.bytes.size(), " bytes, not ",
                              source.pages, " x ", source.row_bytes);
   }

@@ -183,36 +183,24 @@ TEST(ReferenceWrite, EmptyRangeReadsNothingNotEvenTheSeed) {
 
 // ---- input assert ----
 
-TEST(ReferenceWrite, InputAssertTokenMismatchIsBitEight) {
-  canary::CanaryBuffer buffer(8);
-  auto ring = ring_of(4);
-  auto tokens = step_tokens({42}, {0}, {3});
-  tokens.expected_input_ids = Int64s{99};
-  tokens.expected_positions = Int64s{0};
-  write_call(write_plan({0, 1}, {-1}, 1), tokens, buffer, ring);
-  EXPECT_THAT(ring.rows, ElementsAre(row_of(kKind, 3, 0, 42, 99, kAnchor, 0, 8)));
-  EXPECT_EQ(buffer[3].token, 42);  // stored anyway: the chain follows actual values
-}
-
-TEST(ReferenceWrite, InputAssertPositionMismatchIsBitSixteen) {
-  canary::CanaryBuffer buffer(8);
-  auto ring = ring_of(4);
-  auto tokens = step_tokens({42}, {7}, {3});
-  tokens.expected_input_ids = Int64s{42};
-  tokens.expected_positions = Int64s{0};
-  write_call(write_plan({0, 1}, {-1}, 1), tokens, buffer, ring);
-  EXPECT_THAT(ring.rows, ElementsAre(row_of(kKind, 3, 7, 42, 42, kAnchor, 0, 16)));
-  EXPECT_EQ(buffer[3].position, 7);
-}
-
-TEST(ReferenceWrite, InputAssertBothMismatchesShareOneRow) {
-  canary::CanaryBuffer buffer(8);
-  auto ring = ring_of(4);
-  auto tokens = step_tokens({42}, {7}, {3});
-  tokens.expected_input_ids = Int64s{99};
-  tokens.expected_positions = Int64s{0};
-  write_call(write_plan({0, 1}, {-1}, 1), tokens, buffer, ring);
-  EXPECT_THAT(ring.rows, ElementsAre(row_of(kKind, 3, 7, 42, 99, kAnchor, 0, 24)));
+// §8: token 42 vs 99 → bits 8, stored 42; position 7 vs 0 → bits 16, stored 7; both in one row → 24. The
+// token is stored anyway: the chain follows actual values.
+TEST(ReferenceWrite, InputAssertMismatchesAreOneRowWithBitsEightAndSixteen) {
+  struct Case {
+    std::int64_t token, position, expected_token, expected_position, bits;
+  };
+  for (const Case c : {Case{42, 0, 99, 0, 8}, Case{42, 7, 42, 0, 16}, Case{42, 7, 99, 0, 24}}) {
+    SCOPED_TRACE("bits " + std::to_string(c.bits));
+    canary::CanaryBuffer buffer(8);
+    auto ring = ring_of(4);
+    auto tokens = step_tokens({c.token}, {c.position}, {3});
+    tokens.expected_input_ids = Int64s{c.expected_token};
+    tokens.expected_positions = Int64s{c.expected_position};
+    write_call(write_plan({0, 1}, {-1}, 1), tokens, buffer, ring);
+    EXPECT_THAT(ring.rows, ElementsAre(row_of(kKind, 3, c.position, c.token, c.expected_token, kAnchor,
+                                              c.expected_position, c.bits)));
+    EXPECT_EQ(buffer[3], (Record{c.token, c.position, kAnchor, 0}));
+  }
 }
 
 TEST(ReferenceWrite, AllTokensWrongGiveThreeRowsAndACleanVerify) {
