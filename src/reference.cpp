@@ -47,24 +47,13 @@ PlanShapes shapes_of(const Inputs& in, const Outputs& out) {
   return s;
 }
 
-namespace {
-
-// Whether a flat vector of `size` values is exactly rows x cols, without forming a product that overflows.
-bool holds(std::size_t size, std::int64_t rows, std::int64_t cols) {
-  if (rows < 0 || cols < 0) return false;
-  if (rows == 0 || cols == 0) return size == 0;
-  const auto n = static_cast<std::uint64_t>(size);
-  return n % static_cast<std::uint64_t>(cols) == 0 && n / static_cast<std::uint64_t>(cols) == static_cast<std::uint64_t>(rows);
-}
-
-}  // namespace
-
 // The flat matrices must hold what their declared shapes say (a host-side fault of the caller).
 void check_flat_sizes(const Inputs& in) {
-  if (!holds(in.req_to_token.size(), in.max_reqs, in.max_seq_len))
+  if (!Impl::holds(in.req_to_token.size(), in.max_reqs, in.max_seq_len))
     Impl::throw_invalid("req_to_token holds ", in.req_to_token.size(), " values, not ", in.max_reqs, " x ",
                         in.max_seq_len);
-  if (in.req_to_verify_expected_tokens && !holds(in.req_to_verify_expected_tokens->size(), in.pool_rows, in.pool_cols))
+  if (in.req_to_verify_expected_tokens &&
+      !Impl::holds(in.req_to_verify_expected_tokens->size(), in.pool_rows, in.pool_cols))
     Impl::throw_invalid("req_to_verify_expected_tokens holds ", in.req_to_verify_expected_tokens->size(),
                         " values, not ", in.pool_rows, " x ", in.pool_cols);
 }

@@ -75,9 +75,13 @@ class CanaryCaseGenerator {
     }
     plan.write_offsets[static_cast<std::size_t>(capacity)] = next;
     const auto num_tokens = static_cast<std::int64_t>(c.tokens.input_ids.size());
-    // A WritePlan that does not match the token arrays: offsets past them, negative or decreasing.
-    if (capacity > 0 && chance(0.1))
-      plan.write_offsets[static_cast<std::size_t>(between(0, capacity))] = chance(0.5) ? num_tokens + between(1, 4) : -between(1, 3);
+    // A WritePlan that does not match the token arrays: the first request starting before them, or the
+    // last one ending past them (ranges that overlap another request's tokens would write one slot
+    // from two requests, which the SPEC leaves unspecified).
+    if (requests > 0 && chance(0.1)) {
+      if (chance(0.5)) plan.write_offsets[0] = -between(1, 3);
+      else plan.write_offsets[static_cast<std::size_t>(requests)] = num_tokens + between(1, 4);
+    }
     plan.write_num_valid_reqs = static_cast<std::int32_t>(chance(0.85) ? requests : between(-2, capacity + 2));
     if (chance(0.4)) {
       c.tokens.expected_input_ids = c.tokens.input_ids;

@@ -277,13 +277,13 @@ TEST_F(CanaryHostErrors, RealKvSourcesBreakingTheRules) {
   source.bytes_per_token = 32;
   source.read_bytes = 48;
   options.real_kv.sources = {source};
-  EXPECT_THAT(write_error(t, options), ::testing::HasSubstr("real_kv source 0: read_bytes is 48"));
+  EXPECT_THAT(write_error(t, options), ::testing::HasSubstr("kvcanary::write: real_kv.sources[0].read_bytes is 48"));
   options.real_kv.sources[0].read_bytes = 32;
   options.real_kv.sources[0].page_size = 2;  // 4 rows needed for 8 slots, 2 x 32 bytes > 32
-  EXPECT_THAT(write_error(t, options), ::testing::HasSubstr("exceeds the row's 32 bytes"));
+  EXPECT_THAT(write_error(t, options), ::testing::HasSubstr("page_size * bytes_per_token is 2 x 32, more than the 32 bytes of a row"));
   options.real_kv.sources[0].page_size = 1;
   options.real_kv.sources[0].bytes = Kokkos::View<std::uint8_t**, Kokkos::LayoutRight, memory_space>("test::kv", 7, 32);
-  EXPECT_THAT(write_error(t, options), ::testing::HasSubstr("has 7 rows, fewer than ceil(num_slots / page_size) = 8"));
+  EXPECT_THAT(write_error(t, options), ::testing::HasSubstr("bytes has 7 rows, fewer than the 8 that 8 slots need"));
   options.real_kv.sources.assign(5, source);
   EXPECT_THAT(write_error(t, options), ::testing::HasSubstr("real_kv has 5 sources, at most 4"));
   EXPECT_EQ(kernel_runs(), 0);

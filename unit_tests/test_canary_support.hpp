@@ -90,6 +90,14 @@ inline ::testing::AssertionResult same_ring(const Ring& library, const Ring& ref
   return ::testing::AssertionFailure() << "rings differ:" << diff.str();
 }
 
+inline bool fits_int32(const Tokens& t) {
+  const auto fits = [](const std::vector<std::int64_t>& values) {
+    return std::all_of(values.begin(), values.end(), [](std::int64_t v) { return v == static_cast<std::int32_t>(v); });
+  };
+  return fits(t.input_ids) && fits(t.positions) && fits(t.out_cache_loc) &&
+         (!t.expected_input_ids || (fits(*t.expected_input_ids) && fits(*t.expected_positions)));
+}
+
 // One stage call on both sides from the same state.
 struct StageRun {
   Buffer buffer;
@@ -106,7 +114,10 @@ struct CanaryRunner {
   StageRun write(const Outputs& plan, const Tokens& tokens, KernelKind kind, const RealKv& real_kv, const Buffer& buffer,
                  const Ring& ring) const {
     StageRun library{buffer, ring}, reference{buffer, ring};
-    kvcanary::write_host_data(ExecSpace(), plan, tokens, kind, real_kv, library.buffer, library.ring, algorithm, layout);
+    kvcanary::HostDataLayout as_uploaded = layout;
+    as_uploaded.int32_tokens = layout.int32_tokens && fits_int32(tokens);  // int32 arrays hold only int32 values
+    kvcanary::write_host_data(ExecSpace(), plan, tokens, kind, real_kv, library.buffer, library.ring, algorithm,
+                              as_uploaded);
     kvcanary::reference::write(plan, tokens, kind, real_kv, reference.buffer, reference.ring);
     Ring all = ring;
     all.capacity = ring.count + reference.ring.count + 1;

@@ -28,6 +28,14 @@ inline void PrintTo(EntriesAlgorithm algorithm, std::ostream* os) {
   }
   *os << "EntriesAlgorithm(" << static_cast<int>(algorithm) << ")";
 }
+inline void PrintTo(CanaryAlgorithm algorithm, std::ostream* os) {
+  switch (algorithm) {
+    case CanaryAlgorithm::Default: *os << "Default"; return;
+    case CanaryAlgorithm::Portable: *os << "Portable"; return;
+    case CanaryAlgorithm::Cuda: *os << "Cuda"; return;
+  }
+  *os << "CanaryAlgorithm(" << static_cast<int>(algorithm) << ")";
+}
 }  // namespace kvcanary
 
 namespace kvcanary_test {

@@ -4,12 +4,11 @@
 // The host-side checks of write() and verify() on their Views (SPEC-CANARY §6): shapes only, no device
 // data read, thrown as std::invalid_argument naming the argument before anything is launched.
 
-#include <kvcanary/canary_checks.hpp>
+#include <kvcanary/canary_shape_checks.hpp>
 #include <kvcanary/canary_types.hpp>
 #include <kvcanary/impl/canary_device.hpp>
 #include <kvcanary/plan_types.hpp>
 
-#include <array>
 #include <cstdint>
 
 namespace kvcanary {
@@ -20,11 +19,17 @@ std::int64_t extent_of(const View& view, int dim = 0) {
   return static_cast<std::int64_t>(view.extent(dim));
 }
 
+// The canary buffer's layout: records of 4 contiguous int64 at least 32 bytes apart (a multiple of 8 by type).
 template <class MemorySpace>
-void check_buffer(const char* function, const char* name, const CanaryBuffer<MemorySpace>& buffer) {
+void check_buffer(const char* function, const CanaryBuffer<MemorySpace>& buffer) {
   const auto& r = buffer.records;
-  check_buffer_shape(function, name, extent_of(r, 0), extent_of(r, 1), static_cast<std::int64_t>(r.stride(1)),
-                     static_cast<std::int64_t>(r.stride(0)), r.data() != nullptr);
+  const std::int64_t slots = extent_of(r, 0);
+  if (extent_of(r, 1) != kRecordFields)
+    throw_invalid_in(function, "the canary buffer has ", extent_of(r, 1), " fields per record, must be 4");
+  if (slots > 0 && r.data() == nullptr) throw_invalid_in(function, "the canary buffer has ", slots, " slots but no memory");
+  if (r.stride(1) != 1) throw_invalid_in(function, "the canary buffer has field stride ", r.stride(1), ", must be 1");
+  if (slots > 1 && r.stride(0) < static_cast<std::size_t>(kRecordFields))
+    throw_invalid_in(function, "the canary buffer has a record stride of ", r.stride(0) * 8, " bytes, must be >= 32");
 }
 
 template <class MemorySpace>
@@ -36,37 +41,34 @@ void check_ring(const char* function, const ViolationRing<MemorySpace>& ring) {
     throw_invalid_in(function, "the violation ring has capacity ", ring.capacity(), " but no rows");
 }
 
-// The device form of checked sources (SPEC-CANARY §3), after check_real_kv_shapes.
+// The device form of sources checked against SPEC-CANARY §3 (canary_shape_checks.hpp, as the reference
+// checks its own) and against what the kernels' 16-byte reads need: contiguous, 16-byte aligned rows.
 template <class MemorySpace>
 DeviceRealKv device_real_kv(const char* function, const RealKv<MemorySpace>& real_kv, std::int64_t num_slots) {
-  check_real_kv_count(function, real_kv.sources.size());
-  std::array<RealKvSourceShape, kMaxRealKvSources> shapes{};
+  check_real_kv_mode(function, real_kv.mode);
+  check_real_kv_source_count(function, static_cast<std::int64_t>(real_kv.sources.size()));
   DeviceRealKv device;
   device.mode = real_kv.mode;
   device.num_sources = static_cast<int>(real_kv.sources.size());
   for (int k = 0; k < device.num_sources; ++k) {
     const RealKvSource<MemorySpace>& s = real_kv.sources[k];
-    RealKvSourceShape& shape = shapes[k];
+    RealKvSourceShape shape;
     shape.pages = extent_of(s.bytes, 0);
     shape.row_bytes = extent_of(s.bytes, 1);
-    shape.row_stride = static_cast<std::int64_t>(s.bytes.stride(0));
+    // One page has no row stride to check: 0 stands for "none" (only row 0 is ever read).
+    shape.row_stride_bytes = shape.pages > 1 ? static_cast<std::int64_t>(s.bytes.stride(0)) : 0;
     shape.page_size = s.page_size;
     shape.bytes_per_token = s.bytes_per_token;
     shape.read_bytes = s.read_bytes;
-    shape.contiguous_rows = shape.row_bytes <= 1 || s.bytes.stride(1) == 1;
-    shape.aligned = reinterpret_cast<std::uintptr_t>(s.bytes.data()) % 16 == 0;
-    device.sources[k] = DeviceRealKvSource{s.bytes.data(), shape.row_stride, s.page_size, s.bytes_per_token,
+    check_real_kv_source(function, k, shape, num_slots);
+    if (shape.row_bytes > 1 && s.bytes.stride(1) != 1)
+      throw_invalid_in(function, "real_kv.sources[", k, "].bytes has column stride ", s.bytes.stride(1), ", must be 1");
+    if (reinterpret_cast<std::uintptr_t>(s.bytes.data()) % 16 != 0)
+      throw_invalid_in(function, "real_kv.sources[", k, "].bytes does not start at a 16-byte aligned address");
+    device.sources[k] = DeviceRealKvSource{s.bytes.data(), shape.row_stride_bytes, s.page_size, s.bytes_per_token,
                                            s.read_bytes};
   }
-  check_real_kv_shapes(function, shapes.data(), real_kv.sources.size(), num_slots);
-  if (real_kv.mode != RealKvMode::None && real_kv.mode != RealKvMode::Partial && real_kv.mode != RealKvMode::All)
-    throw_invalid_in(function, "real_kv mode is ", static_cast<int>(real_kv.mode), ", must be 0, 1 or 2");
   return device;
-}
-
-inline void check_kernel_kind(const char* function, KernelKind kind) {
-  const auto k = static_cast<std::int32_t>(kind);
-  if (k < 0 || k >= kKernelKinds) throw_invalid_in(function, "kernel_kind is ", k, ", must be in [0, 12)");
 }
 
 }  // namespace Impl

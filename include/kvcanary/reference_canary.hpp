@@ -61,20 +61,29 @@ struct StepTokens {
   std::int32_t chain_position_assert = 1;
 };
 
-// The hashes of SPEC-CANARY §2–§3 over a host buffer.
-std::int64_t slot_hash(const CanaryBuffer& buffer, std::int64_t slot);  // anchor_hash for slot < 0
+// The hashes of SPEC-CANARY §2–§3 over a host buffer. slot_hash is anchor_hash for slot < 0; both throw
+// std::invalid_argument for a slot they cannot read (>= buffer.size(); outside a source's bytes).
+std::int64_t slot_hash(const CanaryBuffer& buffer, std::int64_t slot);
 std::int64_t fold(const RealKv& real_kv, std::int64_t slot);
 
 // Throws std::invalid_argument for sources that break SPEC-CANARY §3's rules for a buffer of num_slots
-// (checked whenever sources are given, whatever the mode).
-void check_real_kv(const RealKv& real_kv, std::int64_t num_slots);
+// (checked whenever sources are given, whatever the mode), and for a mode outside none/partial/all.
+// `function` names the entry point in the message ("kvcanary::<function>: ...").
+void check_real_kv(const RealKv& real_kv, std::int64_t num_slots, const char* function = "check_real_kv");
+
+// A host ring built from a device ring's copied contents: `rows` points at capacity x 8 int64, row-major;
+// the snapshot keeps the first min(count, capacity) of them (count read as uint64, as the ring does).
+ViolationRing ring_snapshot(const std::int64_t* rows, std::int64_t capacity, std::int64_t count,
+                            std::int64_t slot_run_counter, std::int64_t kernel_run_counter);
 
 // SPEC-CANARY §4: the write stage, with the WritePlan of `plan` (write_offsets, write_seed_slot_indices,
-// write_num_valid_reqs). Throws std::invalid_argument (nothing touched) on host-side errors.
+// write_num_valid_reqs). Throws std::invalid_argument (nothing touched) on host-side errors; the host-side
+// rules are listed at the top of src/reference_canary.cpp.
 void write(const Outputs& plan, const StepTokens& tokens, KernelKind kernel_kind, const RealKv& real_kv,
            CanaryBuffer& buffer, ViolationRing& ring);
 
-// SPEC-CANARY §5: the verify stage, with the VerifyPlan of `plan`; the buffer is only read.
+// SPEC-CANARY §5: the verify stage, with the VerifyPlan of `plan`; the buffer is only read. Throws
+// std::invalid_argument (ring untouched) on host-side errors.
 void verify(const Outputs& plan, const CanaryBuffer& buffer, KernelKind kernel_kind, const RealKv& real_kv,
             bool check_expected_token, ViolationRing& ring);
 

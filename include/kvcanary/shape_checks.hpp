@@ -5,6 +5,7 @@
 // and the host reference both describe their arguments as PlanShapes and call check_plan_shapes(),
 // so both reject exactly the same calls with exactly the same messages.
 
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <sstream>
@@ -47,6 +48,15 @@ template <class... Parts>
 template <class... Parts>
 [[noreturn]] void throw_invalid(const Parts&... parts) {
   throw_invalid_in("plan", parts...);
+}
+
+// Whether a flat array of `size` values is exactly rows x cols, without forming a product that overflows.
+inline bool holds(std::size_t size, std::int64_t rows, std::int64_t cols) {
+  if (rows < 0 || cols < 0) return false;
+  if (rows == 0 || cols == 0) return size == 0;
+  const auto n = static_cast<std::uint64_t>(size);
+  return n % static_cast<std::uint64_t>(cols) == 0 &&
+         n / static_cast<std::uint64_t>(cols) == static_cast<std::uint64_t>(rows);
 }
 
 }  // namespace Impl

@@ -60,7 +60,7 @@ void verify_targets(const ExecutionSpace& space, const VerifyPlan<MemorySpace>& 
   functor.ring = DeviceRing<MemorySpace>(ring);
   functor.check_expected_token = options.check_expected_token;
   for (std::size_t t = 0; t < targets.size(); ++t) {
-    check_buffer(kWhere, "the canary buffer", targets[t].buffer);
+    check_buffer(kWhere, targets[t].buffer);
     check_kernel_kind(kWhere, targets[t].kernel_kind);
     functor.targets[t].buffer = DeviceBuffer<MemorySpace>(targets[t].buffer);
     functor.targets[t].real_kv = device_real_kv(kWhere, targets[t].real_kv, targets[t].buffer.num_slots());

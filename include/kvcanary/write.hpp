@@ -49,7 +49,7 @@ void write(const ExecutionSpace& space, const WritePlan<MemorySpace>& write_plan
     throw_invalid_in(kWhere, "write_offsets has ", extent(write_plan.write_offsets),
                      " entries, must be write_req_capacity + 1 (write_seed_slot_indices has ", write_plan.capacity(), ")");
   if (write_plan.write_num_valid_reqs.data() == nullptr) throw_invalid_in(kWhere, "write_num_valid_reqs is not allocated");
-  Impl::check_buffer(kWhere, "the canary buffer", buffer);
+  Impl::check_buffer(kWhere, buffer);
   Impl::check_ring(kWhere, ring);
   Impl::check_kernel_kind(kWhere, options.kernel_kind);
 

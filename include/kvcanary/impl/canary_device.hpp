@@ -44,8 +44,9 @@ struct DeviceRing {
   KOKKOS_INLINE_FUNCTION void push(std::int64_t kind, std::int64_t slot, std::int64_t position, std::int64_t stored_token,
                                    std::int64_t expected_token, std::int64_t stored_chain_hash,
                                    std::int64_t expected_aux, std::int64_t bits) const {
+    // Compared as uint64: a count that wrapped past 2^63 (after 2^63 violations) keeps no row either.
     const std::int64_t seq = Kokkos::atomic_fetch_add(&count(), std::int64_t(1));
-    if (seq >= static_cast<std::int64_t>(rows.extent(0))) return;
+    if (static_cast<std::uint64_t>(seq) >= static_cast<std::uint64_t>(rows.extent(0))) return;
     rows(seq, kRowKernelKind) = kind;
     rows(seq, kRowSlot) = slot;
     rows(seq, kRowPosition) = position;
