@@ -89,11 +89,12 @@ check_version() {  # check_version VERSION: steps 1-4; returns non-zero at the f
 
   kv_log "[$version] 1. configure + build $build"
   # (subshells: kv_configure and kv_build end the script on failure; here the next version still runs)
+  mkdir -p "$build"
   (KOKKOS_PREFIX=$KOKKOS_PREFIX kv_configure "$build" -DKokkos_DIR="$KOKKOS_DIR" "${kk_args[@]}" \
     -DCMAKE_EXE_LINKER_FLAGS="$KOKKOS_LINK_FLAGS" -DCMAKE_EXPORT_COMPILE_COMMANDS=ON \
-    -DKVCanary_ENABLE_TESTS=ON -DKVCanary_ENABLE_CLI=ON -DKVCanary_ENABLE_BENCHMARKS=ON > "$build.configure.log" 2>&1) \
-    || { tail -30 "$build.configure.log" >&2; return 1; }
-  grep '^-- kvcanary' "$build.configure.log" >&2
+    -DKVCanary_ENABLE_TESTS=ON -DKVCanary_ENABLE_CLI=ON -DKVCanary_ENABLE_BENCHMARKS=ON > "$build/kvcanary-configure.log" 2>&1) \
+    || { tail -30 "$build/kvcanary-configure.log" >&2; return 1; }
+  grep '^-- kvcanary' "$build/kvcanary-configure.log" >&2
   (kv_build "$build") || return 1
   local want_kk=OFF have_kk=OFF
   [ -n "$KOKKOSKERNELS_DIR" ] && want_kk=ON
