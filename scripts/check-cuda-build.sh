@@ -14,7 +14,7 @@
 set -euo pipefail
 KV_SCRIPT=check-cuda-build
 # shellcheck source=lib/common.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/lib/common.sh"  # the real location, also through a symlink
 BUILD=${KVCANARY_CUDA_BUILD_DIR:-$KV_ROOT/build-cuda}
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 [ -x "$CUDA_HOME/bin/nvcc" ] || kv_die "no nvcc in CUDA_HOME=$CUDA_HOME (install the CUDA toolkit or set CUDA_HOME)"

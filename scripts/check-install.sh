@@ -4,8 +4,11 @@
 #
 #   scripts/check-install.sh
 #
-# 1. builds the README build dir (build/, as scripts/run-tests.sh configures it; a no-op after it)
-#    and installs it with `cmake --install build --prefix <tmp>/install`;
+# 1. configures kvcanary ONCE, from scratch, exactly as the README tells a user to
+#    (`cmake -S . -B <tmp>/build -G Ninja -DCMAKE_PREFIX_PATH=<kokkos>`, nothing else, no cache from an
+#    earlier configure: a second configure can hide a bug of the first, e.g. an install path read before
+#    GNUInstallDirs set it), builds what gets installed (the library and kvcanary-plan) and installs it
+#    with `cmake --install <tmp>/build --prefix <tmp>/install`;
 # 2. checks the package files are there (KVCanaryConfig.cmake, KVCanaryConfigVersion.cmake, targets,
 #    headers, library);
 # 3. builds and runs cmake/consumer (find_package(KVCanary <installed version>), KVCanary::kvcanary)
@@ -17,22 +20,40 @@
 # 6. checks that asking for the next major version fails (SameMajorVersion).
 # Nothing is taken from the environment or the CMake package registries. Exit 0 when all hold.
 #
-# Environment: KVCANARY_BUILD_DIR (default: build), JOBS, KEEP_INSTALL_CHECK=1 keeps the temporary tree.
+# Environment: JOBS, KEEP_INSTALL_CHECK=1 keeps the temporary tree.
 set -euo pipefail
 KV_SCRIPT=check-install
 # shellcheck source=lib/common.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/lib/common.sh"  # the real location, also through a symlink
 
-# shellcheck disable=SC2119  # this script's arguments are not CMake arguments
-kv_readme_configure
-kv_build "$KV_BUILD_DIR"
+kv_log "dependencies"
+kv_deps cpu
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/kvcanary-install-check.XXXXXX")
 if [ "${KEEP_INSTALL_CHECK:-0}" = 1 ]; then kv_log "keeping $work"; else trap 'rm -rf "$work"' EXIT; fi
 
+# A clean environment: no Kokkos_DIR/Kokkos_ROOT/CMAKE_PREFIX_PATH, no package registries.
+clean_cmake() {
+  env -u CMAKE_PREFIX_PATH -u Kokkos_DIR -u Kokkos_ROOT -u KokkosKernels_DIR -u KokkosKernels_ROOT \
+      -u KVCanary_DIR -u KVCanary_ROOT cmake "$@"
+}
+
+# --- 1. the user's build: one configure, from scratch ---------------------------------------------
+build=$work/build
+kv_log "cmake -S $KV_ROOT -B $build -G Ninja -DCMAKE_PREFIX_PATH=$KOKKOS_PREFIX (once, from scratch)"
+clean_cmake -S "$KV_ROOT" -B "$build" -G Ninja -DCMAKE_PREFIX_PATH="$KOKKOS_PREFIX" > "$work/configure.log" 2>&1 \
+  || { cat "$work/configure.log"; kv_die "configuring $build failed"; }
+has_cli=0
+grep -qx 'KVCanary_ENABLE_CLI:BOOL=ON' "$build/CMakeCache.txt" && has_cli=1
+installed_targets=(kvcanary)
+[ "$has_cli" = 1 ] && installed_targets+=(kvcanary-plan)
+kv_log "build ${installed_targets[*]} ($JOBS jobs)"
+cmake --build "$build" -j "$JOBS" --target "${installed_targets[@]}" > "$work/build.log" 2>&1 \
+  || { tail -40 "$work/build.log"; kv_die "building $build failed"; }
+
 prefix=$work/install
-kv_log "cmake --install $KV_BUILD_DIR --prefix $prefix"
-cmake --install "$KV_BUILD_DIR" --prefix "$prefix" > "$work/install.log" || { cat "$work/install.log"; kv_die "install failed"; }
+kv_log "cmake --install $build --prefix $prefix"
+cmake --install "$build" --prefix "$prefix" > "$work/install.log" || { cat "$work/install.log"; kv_die "install failed"; }
 
 # --- 2. the installed package ---------------------------------------------------------------------
 config_dir=$(find "$prefix" -path '*/cmake/KVCanary' -type d | head -n 1)
@@ -44,12 +65,15 @@ for f in "$config_dir/KVCanaryConfig.cmake" "$config_dir/KVCanaryConfigVersion.c
   if [ -f "$f" ]; then kv_log "installed: ${f#"$prefix"/}"; else kv_log "MISSING: ${f#"$prefix"/}"; missing=1; fi
 done
 [ "$missing" = 0 ] || kv_die "the install tree is incomplete"
-if grep -rqF "$KV_ROOT/" "$config_dir"; then
-  kv_die "the installed package files name the source or build tree ($KV_ROOT/): $(grep -rlF "$KV_ROOT/" "$config_dir" | tr '\n' ' ')"
-fi
+for tree in "$KV_ROOT/" "$build/"; do
+  if grep -rqF "$tree" "$config_dir"; then
+    kv_die "the installed package files name the source or build tree ($tree): $(grep -rlF "$tree" "$config_dir" | tr '\n' ' ')"
+  fi
+done
+# The exported target carries the installed include directory (a consumer needs nothing else).
+grep -qF 'INTERFACE_INCLUDE_DIRECTORIES "${_IMPORT_PREFIX}/include"' "$config_dir/KVCanaryTargets.cmake" \
+  || kv_die "KVCanary::kvcanary exports no \${_IMPORT_PREFIX}/include include directory: $(grep INTERFACE_INCLUDE_DIRECTORIES "$config_dir/KVCanaryTargets.cmake")"
 # The CLI is installed too when the build has it: it must run from the (relocated) tree; checked below.
-has_cli=0
-grep -qx 'KVCanary_ENABLE_CLI:BOOL=ON' "$KV_BUILD_DIR/CMakeCache.txt" && has_cli=1
 if [ "$has_cli" = 1 ]; then
   [ -x "$prefix/bin/kvcanary-plan" ] || kv_die "MISSING: bin/kvcanary-plan (the build has the CLI)"
   kv_log "installed: bin/kvcanary-plan"
@@ -59,11 +83,6 @@ version=$(sed -n 's/^set(PACKAGE_VERSION "\(.*\)")$/\1/p' "$config_dir/KVCanaryC
 kv_log "installed KVCanary $version"
 
 # --- 3.-6. the consumer ---------------------------------------------------------------------------
-# A clean environment: no Kokkos_DIR/Kokkos_ROOT/CMAKE_PREFIX_PATH, no package registries.
-clean_cmake() {
-  env -u CMAKE_PREFIX_PATH -u Kokkos_DIR -u Kokkos_ROOT -u KokkosKernels_DIR -u KokkosKernels_ROOT \
-      -u KVCanary_DIR -u KVCanary_ROOT cmake "$@"
-}
 consumer() {  # consumer NAME PREFIX_PATH [CMAKE ARGS...]: configure, build and run cmake/consumer
   local name=$1 prefix_path=$2; shift 2
   local dir=$work/consumer-$name

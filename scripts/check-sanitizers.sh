@@ -19,7 +19,7 @@
 set -euo pipefail
 KV_SCRIPT=check-sanitizers
 # shellcheck source=lib/common.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/lib/common.sh"  # the real location, also through a symlink
 BUILD=${KVCANARY_ASAN_BUILD_DIR:-$KV_ROOT/build-asan}
 
 SAN_FLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all"

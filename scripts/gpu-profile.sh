@@ -9,7 +9,7 @@
 # resemble back-to-back calls.
 # Full reports go to $REPORT_DIR/ncu-<workload>.txt; the key lines are printed.
 set -uo pipefail
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+ROOT=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.." && pwd)  # also through a symlink
 BUILD=${BUILD_DIR:-$ROOT/build-gpu}
 REPORT_DIR=${REPORT_DIR:-$BUILD/report}
 PERF=$BUILD/perf_tests/kvcanary_perf_cuda

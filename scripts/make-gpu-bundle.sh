@@ -3,7 +3,7 @@
 # offline CUDA node into .deps/ (git-ignored): the patched Kokkos source bundle (2.4 MB) and a
 # sysroot of Debian's GoogleTest, Google Benchmark and nlohmann-json (10 MB).
 set -euo pipefail
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+ROOT=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.." && pwd)  # also through a symlink
 "$ROOT/scripts/setup-deps.sh" cpu > /dev/null
 mkdir -p "$ROOT/.deps/sysroot"
 cp "$("$ROOT/scripts/deps/setup-kokkos.sh" bundle | tail -1)" "$ROOT/.deps/"

@@ -2,18 +2,23 @@
 # shellcheck source-path=SCRIPTDIR
 # run-demo.sh — build the kvcanary-plan tool and run its demo (the README's main command).
 #
-#   scripts/run-demo.sh [DEMO ARGS...]
+#   scripts/run-demo.sh [DEMO ARGS...]     e.g. --backend serial, --algorithm portable, --iterations 50
+#   scripts/run-demo.sh --help             this text (the tool's own: build/src/cli/kvcanary-plan --help)
 #
 # Installs the dependencies (scripts/setup-deps.sh cpu), configures build/ exactly as
 # scripts/run-tests.sh does, builds only the kvcanary-plan target and runs
 # `build/src/cli/kvcanary-plan demo`: a built-in synthetic batch planned on the default
-# Kokkos backend, with what it did and how long it took.
+# Kokkos backend, with what it did and how long it took. Only that report goes to stdout; the
+# dependency, CMake and build logs go to stderr.
 #
 # Environment: KVCANARY_BUILD_DIR (default: build), JOBS (default: nproc).
 set -euo pipefail
 KV_SCRIPT=run-demo
 # shellcheck source=lib/common.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/lib/common.sh"  # the real location, also through a symlink
+
+
+for arg in "$@"; do case $arg in -h|--help) kv_usage; exit 0 ;; esac; done  # at once, before any build
 
 # shellcheck disable=SC2119  # this script's arguments are not CMake arguments
 kv_readme_configure

@@ -3,6 +3,7 @@
 # run-tests.sh — build kvcanary and run its tests (the README's test command).
 #
 #   scripts/run-tests.sh [EXTRA CMAKE ARGS...]
+#   scripts/run-tests.sh --help      this text
 #
 # On a fresh Debian 12 machine (root, or a user with sudo): installs the dependencies
 # (scripts/setup-deps.sh cpu: apt packages + Kokkos/Kokkos Kernels 3.4.01 in ~/.cache/kokkos-deps),
@@ -14,7 +15,9 @@
 set -euo pipefail
 KV_SCRIPT=run-tests
 # shellcheck source=lib/common.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/lib/common.sh"  # the real location, also through a symlink
+
+for arg in "$@"; do case $arg in -h|--help) kv_usage; exit 0 ;; esac; done  # at once, before any build
 
 kv_readme_configure "$@"
 kv_log "build ($JOBS jobs)"

@@ -9,7 +9,7 @@
 #    (a stamp file makes the second run a no-op).
 # Prints the Kokkos prefix as its last line.
 set -euo pipefail
-HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+HERE=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")" && pwd)  # also through a symlink
 FLAVOUR=${1:-cpu}
 PACKAGES=(g++ make cmake ninja-build git xz-utils patch ca-certificates debian-archive-keyring
           libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev python3)

@@ -7,13 +7,19 @@
 #                              otherwise) and CMAKE_PREFIX_PATH=$KOKKOS_PREFIX
 #   kv_build DIR [TARGET...]   builds DIR (everything, or the given targets) with $JOBS jobs
 #   kv_readme_configure ARGS   kv_deps cpu + kv_configure of the README build ($KV_BUILD_DIR)
+#   kv_usage                   prints the calling script's header comment (its usage) to stdout
+# CMake's and the build's output go to stderr: stdout is kept for what a script reports (the demo).
 #
 # Environment understood by every script:
 #   JOBS   parallel build jobs (default: nproc)
 
-KV_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+KV_ROOT=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../.." && pwd)
 JOBS=${JOBS:-$(nproc)}
 export JOBS
+
+kv_usage() {  # the comment block after the shebang, without "# " and shellcheck directives
+  sed -n -e '1d' -e '/^#/!q' -e '/^# shellcheck/d' -e 's/^# \{0,1\}//p' "$(readlink -f "$0")"
+}
 
 kv_log() { printf '[%s %s] %s\n' "${KV_SCRIPT:-kvcanary}" "$(date +%T)" "$*" >&2; }
 kv_die() { kv_log "ERROR: $*"; exit 1; }
@@ -35,7 +41,7 @@ kv_configure() {
     rm -rf "$dir/CMakeCache.txt" "$dir/CMakeFiles"
   fi
   cmake -S "$KV_ROOT" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-        -DCMAKE_PREFIX_PATH="$KOKKOS_PREFIX" "$@" \
+        -DCMAKE_PREFIX_PATH="$KOKKOS_PREFIX" "$@" >&2 \
     || kv_die "configuring $dir failed"
 }
 
@@ -43,7 +49,7 @@ kv_build() {  # kv_build DIR [TARGET...]
   local dir=$1; shift
   local targets=()
   [ $# -eq 0 ] || targets=(--target "$@")
-  cmake --build "$dir" -j "$JOBS" "${targets[@]}" || kv_die "building $dir ${*:-(all)} failed"
+  cmake --build "$dir" -j "$JOBS" "${targets[@]}" >&2 || kv_die "building $dir ${*:-(all)} failed"
 }
 
 # The README build: build/ (or $KVCANARY_BUILD_DIR), configured the same way by run-tests.sh,

@@ -10,11 +10,19 @@
 namespace kvcanary {
 namespace cli {
 
+// Kokkos 3.7 replaced InitArguments with InitializationSettings (InitArguments is gone from 4.0 unless
+// Kokkos keeps its deprecated code); ScopeGuard takes either.
+#if KOKKOS_VERSION >= 30700
+inline Kokkos::InitializationSettings kokkos_arguments() {
+  return Kokkos::InitializationSettings().set_disable_warnings(true);
+}
+#else
 inline Kokkos::InitArguments kokkos_arguments() {
   Kokkos::InitArguments arguments;
   arguments.disable_warnings = true;
   return arguments;
 }
+#endif
 
 }  // namespace cli
 }  // namespace kvcanary

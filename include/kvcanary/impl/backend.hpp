@@ -2,26 +2,48 @@
 #define KVCANARY_IMPL_BACKEND_HPP
 
 // The backend trait: which entries paths an execution space offers, and the team shape of the
-// portable path. Kokkos Kernels' execution-space utilities supply the GPU test and the team size
-// heuristic (256 threads on CUDA/HIP, 1 on host backends); this is the only file that uses them.
+// portable path. Kokkos core alone decides both, so kvcanary builds on every Kokkos (3.4 to 5.x) with
+// or without Kokkos Kernels:
+// * a GPU space is one that cannot read HostSpace (Cuda, HIP, SYCL, OpenMPTarget; true with UVM too);
+// * a team is 256 threads on a GPU and 1 on the host: Kokkos Kernels' suggested team size at vector
+//   length 1 (kk_get_suggested_team_size, 3.4 to 5.0).
+// Where the build has Kokkos Kernels (KVCANARY_HAVE_KOKKOSKERNELS, set by CMake) the GPU test is checked
+// against Kokkos Kernels' own at compile time. Its execution-space utilities are internal API (renamed
+// without deprecation in 4.5), so only the spellings of the versions known here are used.
 
 #include <kvcanary/plan_types.hpp>
 
+#include <Kokkos_Core.hpp>
+
+#ifdef KVCANARY_HAVE_KOKKOSKERNELS
 #include <KokkosKernels_ExecSpaceUtils.hpp>
+#include <KokkosKernels_config.h>  // KOKKOSKERNELS_VERSION (4.x on; 3.x has none)
+#endif
 
 #include <cstdint>
+
+#ifdef KVCANARY_HAVE_KOKKOSKERNELS
+// Kokkos Kernels' GPU test, where its spelling is known: kk_is_gpu_exec_space<E>() up to 4.4 (3.x has no
+// KOKKOSKERNELS_VERSION), is_gpu_exec_space_v<E> from 4.5 to 5.x. Any other version: no check.
+#if !defined(KOKKOSKERNELS_VERSION) || KOKKOSKERNELS_VERSION < 40500
+#define KVCANARY_KOKKOSKERNELS_IS_GPU(E) (KokkosKernels::Impl::kk_is_gpu_exec_space<E>())
+#elif KOKKOSKERNELS_VERSION < 60000
+#define KVCANARY_KOKKOSKERNELS_IS_GPU(E) (KokkosKernels::Impl::is_gpu_exec_space_v<E>)
+#endif
+#endif
 
 namespace kvcanary {
 namespace Impl {
 
 template <class ExecutionSpace>
 struct TeamShape {
-  static constexpr bool is_gpu = KokkosKernels::Impl::kk_is_gpu_exec_space<ExecutionSpace>();
+  static constexpr bool is_gpu = !Kokkos::SpaceAccessibility<ExecutionSpace, Kokkos::HostSpace>::accessible;
+#ifdef KVCANARY_KOKKOSKERNELS_IS_GPU
+  static_assert(is_gpu == KVCANARY_KOKKOSKERNELS_IS_GPU(ExecutionSpace),
+                "kvcanary: the GPU test of impl/backend.hpp disagrees with Kokkos Kernels' for this space");
+#endif
 
-  static int team_size() {
-    return KokkosKernels::Impl::kk_get_suggested_team_size(
-        1, KokkosKernels::Impl::kk_get_exec_space_type<ExecutionSpace>());
-  }
+  static constexpr int team_size() { return is_gpu ? 256 : 1; }
   // Entries one team expands before it moves to its next tile: 8 per thread on GPUs, where a wider
   // tile amortizes the owner search; on the host a team is one thread and a tile a cache-friendly run.
   static std::int64_t tile_entries() { return is_gpu ? 8 * team_size() : 4096; }
