@@ -63,6 +63,17 @@ auto light_weight(const Policy& policy) {
 }
 constexpr std::size_t kMaxKernelArgumentBytes = 2048;  // half of CUDA's 4 KB, room for the policy
 
+// A canary stage's launch: one work item per plan entry or request over [0, max(items, 1)), because
+// every call moves the ring's run counters, even with a capacity of 0.
+template <class ExecutionSpace, class Functor>
+void launch_canary_items(const ExecutionSpace& space, const char* label, std::int64_t items, const Functor& functor) {
+  static_assert(sizeof(Functor) < kMaxKernelArgumentBytes, "kvcanary: kernel arguments must stay small");
+  Kokkos::parallel_for(
+      label,
+      light_weight(Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<std::int64_t>>(space, 0, items > 0 ? items : 1)),
+      functor);
+}
+
 // Whether a raw CUDA persistent kernel exists for a space: entries_cuda.hpp specializes it for Kokkos::Cuda.
 template <class ExecutionSpace>
 struct EntriesBackend {

@@ -101,12 +101,7 @@ struct VerifyFunctor {
 
 template <class ExecutionSpace, class MemorySpace>
 void launch_verify_portable(const ExecutionSpace& space, const VerifyFunctor<MemorySpace>& functor) {
-  static_assert(sizeof(VerifyFunctor<MemorySpace>) < kMaxKernelArgumentBytes, "kvcanary: kernel arguments must stay small");
-  // One work item at least: the counters move even when the capacity is 0.
-  const std::int64_t end = functor.plan.capacity() > 0 ? functor.plan.capacity() : 1;
-  Kokkos::parallel_for("kvcanary::verify[portable]",
-                       light_weight(Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<std::int64_t>>(space, 0, end)),
-                       functor);
+  launch_canary_items(space, "kvcanary::verify[portable]", functor.plan.capacity(), functor);
 }
 
 }  // namespace Impl

@@ -120,13 +120,7 @@ struct WriteFunctor {
 
 template <class ExecutionSpace, class MemorySpace, class Index>
 void launch_write_portable(const ExecutionSpace& space, const WriteFunctor<MemorySpace, Index>& functor) {
-  static_assert(sizeof(WriteFunctor<MemorySpace, Index>) < kMaxKernelArgumentBytes,
-                "kvcanary: kernel arguments must stay small");
-  // One work item at least: kernel_run_counter moves even when the capacity is 0.
-  const std::int64_t end = functor.plan.capacity() > 0 ? functor.plan.capacity() : 1;
-  Kokkos::parallel_for("kvcanary::write[portable]",
-                       light_weight(Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<std::int64_t>>(space, 0, end)),
-                       functor);
+  launch_canary_items(space, "kvcanary::write[portable]", functor.plan.capacity(), functor);
 }
 
 }  // namespace Impl
