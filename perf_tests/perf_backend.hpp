@@ -20,7 +20,7 @@ namespace kvcanary_perf {
 std::string backend_name() { return KVCANARY_PERF_BACKEND; }
 std::vector<std::string> default_flags() { return backend_default_flags<KVCANARY_PERF_EXECSPACE>(); }
 Floor measure_floor() { return measure_backend_floor<KVCANARY_PERF_EXECSPACE>(KVCANARY_PERF_BACKEND); }
-void register_benchmarks() { register_backend_benchmarks<KVCANARY_PERF_EXECSPACE>(KVCANARY_PERF_BACKEND); }
+void register_benchmarks() { register_plan_benchmarks<KVCANARY_PERF_EXECSPACE>(KVCANARY_PERF_BACKEND); }
 
 }  // namespace kvcanary_perf
 
