@@ -28,6 +28,8 @@ HOST_BACKENDS = ("serial", "openmp")
 ALGORITHMS = ("portable", "persistent")
 STAGES = ("plan", "verify", "verify_kv", "write")
 MODES = ("graph", "stream")
+MODE_TITLES = (("graph", "CUDA graph replay (20 calls per graph; µs per call)"),
+               ("stream", "back-to-back stream launches (20 calls between fences; µs per call)"))
 COUNTERS = ("us_per_call", "entries", "floor_us", "pct_of_floor", "GB_per_s", "bytes", "batch_size",
             "graph_nodes_per_call", "copy_floor_us", "gather_floor_us", "chain_floor_us", "tokens",
             "longest_request")
@@ -132,6 +134,20 @@ def table(header, rows):
     return "\n".join(lines)
 
 
+def first_present(results, keys):
+    """The row of the first key that has results, or None."""
+    return next((results[k] for k in keys if k in results), None)
+
+
+def present(results, workloads, keys_of):
+    """(workload, keys, the first row present) for each workload with results under keys_of(workload)."""
+    for w in workloads:
+        keys = keys_of(w)
+        row = first_present(results, keys.values() if isinstance(keys, dict) else keys)
+        if row is not None:
+            yield w, keys, row
+
+
 def get(results, key, counter):
     row = results.get(key)
     return None if row is None or counter not in row else row[counter]
@@ -142,14 +158,10 @@ def gpu_tables(results, order):
     workloads = workloads_of("gpu", order)
     if not workloads:
         return out
-    for mode, title in (("graph", "CUDA graph replay (20 calls per graph; µs per call)"),
-                        ("stream", "back-to-back stream launches (20 calls between fences; µs per call)")):
+    for mode, title in MODE_TITLES:
         rows = []
-        for w in workloads:
-            keys = {a: ("plan", "gpu", w, a, mode) for a in ALGORITHMS}
-            if not any(k in results for k in keys.values()):
-                continue
-            any_row = next(results[k] for k in keys.values() if k in results)
+        for w, keys, any_row in present(results, workloads,
+                                        lambda w: {a: ("plan", "gpu", w, a, mode) for a in ALGORITHMS}):
             rows.append([
                 w, any_row.get("label", ""), fmt(any_row.get("entries"), 0),
                 fmt(get(results, keys["portable"], "us_per_call"), 2),
@@ -176,11 +188,7 @@ def gpu_tables(results, order):
 def host_table(results, order):
     workloads = workloads_of("host", order)
     rows = []
-    for w in workloads:
-        s, o = ("plan", "host", w, "serial", None), ("plan", "host", w, "openmp", None)
-        any_row = results.get(s) or results.get(o)
-        if any_row is None:
-            continue
+    for w, (s, o), any_row in present(results, workloads, lambda w: [("plan", "host", w, b, None) for b in HOST_BACKENDS]):
         us_s, us_o = get(results, s, "us_per_call"), get(results, o, "us_per_call")
         ratio = us_s / us_o if us_s and us_o else None
         rows.append([
@@ -204,14 +212,10 @@ def verify_tables(results, order):
     """verify and verify_kv: CUDA (graph, stream) and host tables, against max(copy, gather, launch) floors."""
     out = []
     workloads = workloads_of("gpu", order, ("verify", "verify_kv"))
-    for mode, title in (("graph", "CUDA graph replay (20 calls per graph)"),
-                        ("stream", "back-to-back stream launches (20 calls between fences)")):
+    for mode, title in MODE_TITLES:
         rows = []
-        for w in workloads:
-            one, kv = ("verify", "gpu", w, "portable", mode), ("verify_kv", "gpu", w, "portable", mode)
-            any_row = results.get(one) or results.get(kv)
-            if any_row is None:
-                continue
+        for w, (one, kv), any_row in present(results, workloads,
+                                             lambda w: [(st, "gpu", w, "portable", mode) for st in ("verify", "verify_kv")]):
             row = [w, any_row.get("label", ""), fmt(any_row.get("entries"), 0)]
             for key in (one, kv):
                 row += [fmt(get(results, key, "us_per_call"), 2), fmt(get(results, key, "GB_per_s")),
@@ -228,14 +232,11 @@ def verify_tables(results, order):
         if mode == "graph":
             header += ["original µs (K)", "× faster than the original (K)"]
         if rows:
-            out.append("### GPU verify: " + title + "; µs per call\n\n" + table(header, rows))
+            out.append("### GPU verify: " + title + "\n\n" + table(header, rows))
     rows = []
-    for w in workloads_of("host", order, ("verify", "verify_kv")):
-        keys = [(stage, "host", w, b, None) for stage in ("verify", "verify_kv") for b in HOST_BACKENDS]
-        present = [k for k in keys if k in results]
-        if not present:
-            continue
-        row = [w, results[present[0]].get("label", ""), fmt(results[present[0]].get("entries"), 0)]
+    for w, keys, any_row in present(results, workloads_of("host", order, ("verify", "verify_kv")),
+                                    lambda w: [(st, "host", w, b, None) for st in ("verify", "verify_kv") for b in HOST_BACKENDS]):
+        row = [w, any_row.get("label", ""), fmt(any_row.get("entries"), 0)]
         row += [fmt(get(results, k, "us_per_call")) for k in keys]
         row += [fmt(get(results, k, "gather_floor_us")) for k in keys]
         row += [fmt(get(results, k, "pct_of_floor")) for k in keys]
@@ -252,14 +253,10 @@ def verify_tables(results, order):
 def write_tables(results, order):
     """write: CUDA (graph, stream) and host tables, against max(copy, launch, longest request × chain step)."""
     out = []
-    for mode, title in (("graph", "CUDA graph replay (20 calls per graph)"),
-                        ("stream", "back-to-back stream launches (20 calls between fences)")):
+    for mode, title in MODE_TITLES:
         rows = []
-        for w in workloads_of("gpu", order, ("write",)):
-            key = ("write", "gpu", w, "portable", mode)
-            if key not in results:
-                continue
-            r = results[key]
+        for w, _, r in present(results, workloads_of("gpu", order, ("write",)),
+                               lambda w: [("write", "gpu", w, "portable", mode)]):
             row = [w, r.get("label", ""), fmt(r.get("tokens"), 0), fmt(r.get("longest_request"), 0),
                    fmt(r.get("us_per_call"), 2), fmt(r.get("GB_per_s")), fmt(r.get("chain_floor_us"), 2),
                    fmt(r.get("floor_us"), 2), fmt(r.get("pct_of_floor"))]
@@ -272,14 +269,10 @@ def write_tables(results, order):
         if mode == "graph":
             header += ["original µs", "× faster than the original"]
         if rows:
-            out.append("### GPU write: " + title + "; µs per call\n\n" + table(header, rows))
+            out.append("### GPU write: " + title + "\n\n" + table(header, rows))
     rows = []
-    for w in workloads_of("host", order, ("write",)):
-        keys = [("write", "host", w, b, None) for b in HOST_BACKENDS]
-        present = [k for k in keys if k in results]
-        if not present:
-            continue
-        r = results[present[0]]
+    for w, keys, r in present(results, workloads_of("host", order, ("write",)),
+                              lambda w: [("write", "host", w, b, None) for b in HOST_BACKENDS]):
         row = [w, r.get("label", ""), fmt(r.get("tokens"), 0), fmt(r.get("longest_request"), 0)]
         row += [fmt(get(results, k, "us_per_call")) for k in keys]
         row += [fmt(get(results, k, "chain_floor_us")) for k in keys]
