@@ -4,8 +4,8 @@
 // CUDA-only pieces of the perf drivers (compiled only when Kokkos has CUDA):
 // * Instance<Kokkos::Cuda>: a Kokkos::Cuda instance over a fresh non-blocking user stream;
 // * CudaGraph: global-mode capture of what a callable enqueues on that stream, instantiate, replay;
-// * the floor on the GPU: a >= 1 GiB device-to-device deep_copy, and an empty kernel replayed in a graph;
-// * bench_graph: K plan() calls captured in one graph, replayed R times per iteration.
+// * the floor on the GPU: a >= 1 GiB device-to-device deep_copy, and an empty kernel replayed in a graph
+// (perf_timing.hpp times the benchmarks' graphs).
 // The capture rules of KOKKOS34-CUDA.md are followed: an eager call on the plan's own instance (its
 // largest size) before any capture, one instance per (plan, stream), no fence inside the capture.
 
@@ -96,7 +96,8 @@ class CudaGraph {
 
 // SPEC §7 floor on the GPU, on a user-stream instance like the benchmarks:
 // * copy: Kokkos::deep_copy between two 1 GiB device Views (bytes read + written), median of 7;
-// * launch: 20 empty Kokkos parallel_for(1) captured in one graph, replayed 50 times; µs per node, median of 7.
+// * launch: 20 empty Kokkos parallel_for(1) captured in one graph, replayed 50 times; µs per node, median of 7;
+// * chain: ns per dependent mix3 step of one GPU thread (8,192 and 16,384 steps; GPU-FLOORS.md: ~75 ns).
 inline Floor measure_cuda_floor() {
   using View = Kokkos::View<std::int64_t*, Kokkos::CudaSpace>;
   using Policy = Kokkos::RangePolicy<Kokkos::Cuda, Kokkos::IndexType<std::int64_t>>;
@@ -136,65 +137,8 @@ inline Floor measure_cuda_floor() {
     floor.launch_method = "empty Kokkos parallel_for(1), 20 nodes in one CUDA graph, 50 replays, per node, median of 7 (" +
                           std::to_string(graph.node_count()) + " nodes captured)";
   }
+  measure_chain_floor(space, 8192, "cuda", floor);
   return floor;
-}
-
-// K plan() calls captured in one graph on the plan's own user-stream instance; each iteration replays
-// the graph R times between two stream synchronizations; the time per call is the time / (R * K).
-inline void bench_graph(benchmark::State& state, const WorkloadShape& shape, kvcanary::PlanOptions options,
-                        int calls_per_graph, int replays_per_iteration) {
-  try {
-    const auto reference = reference_case(shape);
-    const Workload& workload = reference->workload;
-    Instance<Kokkos::Cuda> instance;
-    PlanCall<Kokkos::Cuda> call(instance.space(), workload, options);
-    const cudaStream_t stream = instance.cuda_stream();
-
-    // Eager warm-up at this (the largest) size on this instance, before any capture (rules 1-2); checked.
-    call.poison(workload);
-    call.run();
-    std::string difference = call.compare(reference->expected);  // fences
-    if (!difference.empty()) {
-      state.SkipWithError(("eager result differs from kvcanary::reference::plan: " + difference).c_str());
-      return;
-    }
-
-    CudaGraph graph;
-    graph.capture(stream, [&] {
-      for (int k = 0; k < calls_per_graph; ++k) call.run();
-    });
-
-    // The replayed graph must give the same result.
-    call.poison(workload);
-    graph.launch(stream);
-    difference = call.compare(reference->expected);
-    if (!difference.empty()) {
-      state.SkipWithError(("graph replay differs from kvcanary::reference::plan: " + difference).c_str());
-      return;
-    }
-    KVCANARY_PERF_CUDA_CHECK(cudaGetLastError());
-
-    const std::int64_t calls_per_iteration = std::int64_t{calls_per_graph} * replays_per_iteration;
-    double total_seconds = 0.0;
-    std::int64_t total_calls = 0;
-    for (auto _ : state) {
-      KVCANARY_PERF_CUDA_CHECK(cudaStreamSynchronize(stream));
-      const auto start = Clock::now();
-      for (int r = 0; r < replays_per_iteration; ++r) graph.launch(stream);
-      KVCANARY_PERF_CUDA_CHECK(cudaStreamSynchronize(stream));
-      const double seconds = seconds_since(start);
-      state.SetIterationTime(seconds / static_cast<double>(calls_per_iteration));
-      total_seconds += seconds;
-      total_calls += calls_per_iteration;
-    }
-    KVCANARY_PERF_CUDA_CHECK(cudaGetLastError());
-    set_plan_counters(state, workload, total_seconds, total_calls, calls_per_iteration);
-    // The execution contract (SPEC §4): a fixed number of launches per call; memcpy/memset nodes would show here.
-    state.counters["graph_nodes_per_call"] =
-        static_cast<double>(graph.node_count()) / static_cast<double>(calls_per_graph);
-  } catch (const std::exception& e) {
-    state.SkipWithError((std::string("exception: ") + e.what()).c_str());
-  }
 }
 
 }  // namespace kvcanary_perf

@@ -1,23 +1,16 @@
 #ifndef KVCANARY_PERF_PLAN_HPP
 #define KVCANARY_PERF_PLAN_HPP
 
-// The plan benchmarks, templated over the execution space. A backend's .cpp defines
-// KVCANARY_PERF_EXECSPACE and KVCANARY_PERF_BACKEND and includes this header once; it then defines
-// the hooks perf_main.cpp calls (backend_name, measure_floor, register_benchmarks).
+// The plan benchmarks, templated over the execution space, and the per-backend floor and flags.
+// perf_backend.hpp (included once by a backend's .cpp) forwards the hooks of perf_registry.hpp here.
 //
 // Every benchmark: inputs uploaded once, outputs preallocated, poisoned; one eager warm-up call whose
-// result is compared with kvcanary::reference::plan (SkipWithError on any difference); then timed with
-// manual time (fence, start, N calls, fence, stop). The iteration time given to Google Benchmark is the
-// time PER CALL, so its "Time" column and us_per_call agree.
+// result is compared with kvcanary::reference::plan (SkipWithError on any difference); then timed as
+// perf_timing.hpp says (per call: its "Time" column and us_per_call agree).
 
 #include "perf_registry.hpp"
-#include "perf_support.hpp"
+#include "perf_timing.hpp"
 
-#ifdef KOKKOS_ENABLE_CUDA
-#include "perf_cuda.hpp"
-#endif
-
-#include <exception>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -25,97 +18,60 @@
 
 namespace kvcanary_perf {
 
-// Latency workloads first, then bandwidth ones (STYLE.md: keep them apart); SPEC order within each.
-inline std::vector<WorkloadShape> shapes_by_regime() {
-  std::vector<WorkloadShape> ordered;
-  for (const Regime regime : {Regime::Latency, Regime::Bandwidth})
-    for (const WorkloadShape& shape : workload_shapes())
-      if (shape.regime == regime) ordered.push_back(shape);
-  return ordered;
+inline void set_plan_counters(benchmark::State& state, const Workload& workload, const CallTotals& totals) {
+  if (totals.calls <= 0) return;
+  const double us = totals.us_per_call();
+  set_time_counters(state, totals, workload.bytes, measured_floor().floor_us(workload.bytes), workload.regime);
+  state.counters["entries"] = static_cast<double>(workload.entries);
+  state.counters["entries_per_s"] = static_cast<double>(workload.entries) / (us * 1e-6);
+  state.counters["batch_size"] = static_cast<double>(workload.inputs.req_pool_indices.size());
 }
 
-// N plan() calls back to back between two fences, per iteration.
+// One plan benchmark: inputs uploaded once, outputs poisoned, one eager call checked against the
+// reference, then timed as `launch` says (a graph's first replay, on poisoned outputs, checked too).
 template <class ExecutionSpace>
-void bench_stream(benchmark::State& state, const WorkloadShape& shape, kvcanary::PlanOptions options,
-                  std::int64_t calls_per_iteration) {
-  try {
+void bench_plan(benchmark::State& state, const WorkloadShape& shape, kvcanary::PlanOptions options, Launch launch) {
+  run_checked(state, [&] {
     const auto reference = reference_case(shape);
     const Workload& workload = reference->workload;
     Instance<ExecutionSpace> instance;  // outlives every View allocated on it
     PlanCall<ExecutionSpace> call(instance.space(), workload, options);
 
     call.poison(workload);
-    call.run();  // eager warm-up, checked
-    const std::string difference = call.compare(reference->expected);
-    if (!difference.empty()) {
-      state.SkipWithError(("result differs from kvcanary::reference::plan: " + difference).c_str());
-      return;
-    }
+    call.run();  // eager warm-up at this (the largest) size on this instance, before any capture; checked
+    const std::string difference = call.compare(reference->expected);  // fences
+    expect(difference.empty(), "result differs from kvcanary::reference::plan: " + difference);
 
-    double total_seconds = 0.0;
-    std::int64_t total_calls = 0;
-    for (auto _ : state) {
-      call.space.fence();
-      const auto start = Clock::now();
-      for (std::int64_t c = 0; c < calls_per_iteration; ++c) call.run();
-      call.space.fence();
-      const double seconds = seconds_since(start);
-      state.SetIterationTime(seconds / static_cast<double>(calls_per_iteration));
-      total_seconds += seconds;
-      total_calls += calls_per_iteration;
-    }
-    set_plan_counters(state, workload, total_seconds, total_calls, calls_per_iteration);
-  } catch (const std::exception& e) {
-    state.SkipWithError((std::string("exception: ") + e.what()).c_str());
-  }
+    const CallTotals totals = time_calls(state, instance, launch, [&] { call.run(); }, [&](auto replay) {
+      call.poison(workload);
+      replay();
+      const std::string replayed = call.compare(reference->expected);
+      expect(replayed.empty(), "graph replay differs from kvcanary::reference::plan: " + replayed);
+    });
+    set_plan_counters(state, workload, totals);
+  });
 }
 
 // Host backends: the portable path (CudaPersistent would fall back to it), one call per iteration.
+// CUDA: every workload for both entries algorithms, on the stream and in a graph.
 template <class ExecutionSpace>
-void register_host_benchmarks(const std::string& backend) {
-  for (const WorkloadShape& shape : shapes_by_regime()) {
-    benchmark::RegisterBenchmark(("plan/" + shape.name + "/" + backend).c_str(),
-                                 [shape](benchmark::State& state) {
-                                   bench_stream<ExecutionSpace>(
-                                       state, shape, kvcanary::PlanOptions{kvcanary::EntriesAlgorithm::Portable}, 1);
-                                 })
-        ->UseManualTime()
-        ->Unit(benchmark::kMicrosecond);
-  }
+void register_plan_benchmarks(const std::string& backend) {
+  std::vector<std::pair<std::string, kvcanary::EntriesAlgorithm>> algorithms = {
+      {"", kvcanary::EntriesAlgorithm::Portable}};
+  if (is_cuda<ExecutionSpace>())
+    algorithms = {{"/portable", kvcanary::EntriesAlgorithm::Portable},
+                  {"/persistent", kvcanary::EntriesAlgorithm::CudaPersistent}};
+  for (const WorkloadShape& shape : shapes_by_regime())
+    for (const auto& algorithm : algorithms)
+      for (const auto& launch : launches<ExecutionSpace>(backend)) {
+        const kvcanary::PlanOptions options{algorithm.second};
+        const Launch mode = launch.first;
+        register_timed("plan/" + shape.name + algorithm.first + "/" + launch.second,
+                       [shape, options, mode](benchmark::State& state) {
+                         bench_plan<ExecutionSpace>(state, shape, options, mode);
+                       });
+      }
 }
-
-#ifdef KOKKOS_ENABLE_CUDA
-// CUDA: every workload for both entries algorithms, each timed two ways: N calls back to back on the
-// user stream between fences ("stream"), and K calls captured in one graph, replayed ("graph").
-constexpr std::int64_t kCudaStreamCalls = 20;
-constexpr int kCudaGraphCalls = 20;
-constexpr int kCudaGraphReplays = 10;
-
-inline void register_cuda_benchmarks() {
-  const std::pair<const char*, kvcanary::EntriesAlgorithm> algorithms[] = {
-      {"portable", kvcanary::EntriesAlgorithm::Portable},
-      {"persistent", kvcanary::EntriesAlgorithm::CudaPersistent},
-  };
-  for (const WorkloadShape& shape : shapes_by_regime()) {
-    for (const auto& algorithm : algorithms) {
-      const kvcanary::PlanOptions options{algorithm.second};
-      const std::string prefix = "plan/" + shape.name + "/" + algorithm.first;
-      benchmark::RegisterBenchmark((prefix + "/stream").c_str(),
-                                   [shape, options](benchmark::State& state) {
-                                     bench_stream<Kokkos::Cuda>(state, shape, options, kCudaStreamCalls);
-                                   })
-          ->UseManualTime()
-          ->Unit(benchmark::kMicrosecond);
-      benchmark::RegisterBenchmark((prefix + "/graph").c_str(),
-                                   [shape, options](benchmark::State& state) {
-                                     bench_graph(state, shape, options, kCudaGraphCalls, kCudaGraphReplays);
-                                   })
-          ->UseManualTime()
-          ->Unit(benchmark::kMicrosecond);
-    }
-  }
-}
-#endif
 
 // ---- what a backend's .cpp forwards its hooks to ----
 
@@ -128,18 +84,6 @@ Floor measure_backend_floor(const std::string& backend) {
 #endif
   {
     return measure_host_floor(ExecutionSpace(), backend);
-  }
-}
-
-template <class ExecutionSpace>
-void register_backend_benchmarks(const std::string& backend) {
-#ifdef KOKKOS_ENABLE_CUDA
-  if constexpr (std::is_same<ExecutionSpace, Kokkos::Cuda>::value) {
-    register_cuda_benchmarks();
-  } else
-#endif
-  {
-    register_host_benchmarks<ExecutionSpace>(backend);
   }
 }
 

@@ -14,9 +14,9 @@ struct Floor;
 std::string backend_name();
 // Google Benchmark flags put before the user's (so the user's win).
 std::vector<std::string> default_flags();
-// The copy-bandwidth and launch floors of SPEC §7, measured on this backend in this run.
+// The copy-bandwidth, launch and write-chain floors, measured on this backend in this run.
 Floor measure_floor();
-// Registers every plan benchmark of this backend.
+// Registers every plan, verify and write benchmark of this backend.
 void register_benchmarks();
 
 }  // namespace kvcanary_perf

@@ -3,10 +3,11 @@
 
 // What every perf driver shares: the reference result of a workload (built once and cached), a plan
 // call's device data (uploaded once, outputs preallocated), the one-time check against
-// kvcanary::reference::plan, the measured floor, and the counters of SPEC §7.
+// kvcanary::reference::plan, and the floors measured once per run (copy, launch, write chain).
 
 #include "workloads.hpp"
 
+#include <kvcanary/impl/hash.hpp>
 #include <kvcanary/kvcanary.hpp>
 
 #include <benchmark/benchmark.h>
@@ -143,8 +144,10 @@ struct PlanCall {
 struct Floor {
   double copy_bytes_per_s = 0.0;  // bytes read + written per second
   double launch_us = 0.0;         // one kernel launch
+  double chain_ns_per_token = 0.0;  // one dependent mix3 step (the write chain, SPEC-CANARY §4)
   std::string copy_method;
   std::string launch_method;
+  std::string chain_method;
 
   double floor_us(std::int64_t bytes) const {
     const double copy_us = copy_bytes_per_s > 0 ? 1e6 * static_cast<double>(bytes) / copy_bytes_per_s : 0.0;
@@ -174,6 +177,44 @@ struct EmptyFunctor {
   KOKKOS_INLINE_FUNCTION void operator()(std::int64_t) const {}
 };
 
+// One work item running `steps` dependent mix3 steps, as write() does per token of a request
+// (running = mix3(running, token, position)); b and c come from the counter, off the dependent path.
+struct ChainFunctor {
+  std::uint64_t* running;
+  std::int64_t steps;
+  KOKKOS_INLINE_FUNCTION void operator()(std::int64_t) const {
+    std::uint64_t h = *running;
+    for (std::int64_t k = 0; k < steps; ++k)
+      h = kvcanary::Impl::mix3(h, static_cast<std::uint64_t>(k), static_cast<std::uint64_t>(k) + 4096u);
+    *running = h;
+  }
+};
+
+// The write floor per token: ns per dependent mix3 step of one work item, from the difference of
+// 2 × steps and steps (so the launch cancels out), medians of 7 after a warm-up.
+template <class ExecutionSpace>
+void measure_chain_floor(const ExecutionSpace& space, std::int64_t steps, const std::string& backend, Floor& floor) {
+  using Policy = Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<std::int64_t>>;
+  Kokkos::View<std::uint64_t, typename ExecutionSpace::memory_space> running(
+      Kokkos::view_alloc(space, "kvcanary_perf::chain"));
+  const auto run_us = [&](std::int64_t n) {
+    std::vector<double> trials;
+    for (int t = 0; t < 8; ++t) {
+      space.fence();
+      const auto start = Clock::now();
+      Kokkos::parallel_for("kvcanary_perf::chain", Policy(space, 0, 1), ChainFunctor{running.data(), n});
+      space.fence();
+      if (t > 0) trials.push_back(1e6 * seconds_since(start));
+    }
+    return median(trials);
+  };
+  const double single_us = run_us(steps), double_us = run_us(2 * steps);
+  floor.chain_ns_per_token = 1e3 * (double_us - single_us) / static_cast<double>(steps);
+  floor.chain_method = "one work item, dependent kvcanary::Impl::mix3 steps on " + backend + ": (time of " +
+                       std::to_string(2 * steps) + " - time of " + std::to_string(steps) + ") / " +
+                       std::to_string(steps) + ", medians of 7";
+}
+
 // Bytes per second (read + written) of `copy(src, dst)` between two n-element int64 Views of `space`,
 // first touched by the space's own threads (so NUMA/OpenMP placement matches); median of 7 after a warm-up.
 template <class ExecutionSpace, class Copy>
@@ -196,8 +237,8 @@ double copy_bandwidth(const ExecutionSpace& space, std::int64_t n, Copy&& copy) 
   return 2.0 * 8.0 * static_cast<double>(n) / median(trials);
 }
 
-// Host backends: a parallel_for copy of 256 MiB on the backend (so the OpenMP threads count), and one
-// eager empty parallel_for of one element as the launch floor. Medians.
+// Host backends: a parallel_for copy of 256 MiB on the backend (so the OpenMP threads count), one
+// eager empty parallel_for of one element as the launch floor, and the mix3 chain (2^20 steps). Medians.
 template <class ExecutionSpace>
 Floor measure_host_floor(const ExecutionSpace& space, const std::string& backend) {
   using View = Kokkos::View<std::int64_t*, typename ExecutionSpace::memory_space>;
@@ -226,26 +267,8 @@ Floor measure_host_floor(const ExecutionSpace& space, const std::string& backend
     floor.launch_us = 1e6 * median(calls);
     floor.launch_method = "eager empty parallel_for(1) + fence on " + backend + ", median of 2000 single calls";
   }
+  measure_chain_floor(space, std::int64_t{1} << 20, backend, floor);
   return floor;
-}
-
-// ---- counters ----
-
-inline void set_plan_counters(benchmark::State& state, const Workload& workload, double total_seconds,
-                              std::int64_t total_calls, std::int64_t calls_per_iteration) {
-  if (total_calls <= 0) return;
-  const double us = 1e6 * total_seconds / static_cast<double>(total_calls);
-  const double floor_us = measured_floor().floor_us(workload.bytes);
-  state.counters["us_per_call"] = us;
-  state.counters["GB_per_s"] = static_cast<double>(workload.bytes) / (us * 1e-6) / 1e9;
-  state.counters["entries"] = static_cast<double>(workload.entries);
-  state.counters["entries_per_s"] = static_cast<double>(workload.entries) / (us * 1e-6);
-  state.counters["bytes"] = static_cast<double>(workload.bytes);
-  state.counters["batch_size"] = static_cast<double>(workload.inputs.req_pool_indices.size());
-  state.counters["floor_us"] = floor_us;
-  state.counters["pct_of_floor"] = 100.0 * floor_us / us;  // 100 = at the floor
-  state.counters["calls_per_iter"] = static_cast<double>(calls_per_iteration);
-  state.SetLabel(regime_name(workload.regime));
 }
 
 }  // namespace kvcanary_perf

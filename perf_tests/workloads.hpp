@@ -25,10 +25,13 @@ namespace kvcanary_perf {
 
 using kvcanary::reference::Inputs;
 
-// Small batches are launch-latency bound, large ones memory-bandwidth bound (STYLE.md: keep them apart).
-enum class Regime { Latency, Bandwidth };
+// Small batches are launch-latency bound, large ones memory-bandwidth bound (STYLE.md: keep them apart);
+// a prefill write is bound by its requests' serial hash chains (SPEC-CANARY §4).
+enum class Regime { Latency, Bandwidth, Chain };
 
-inline const char* regime_name(Regime regime) { return regime == Regime::Latency ? "latency" : "bandwidth"; }
+inline const char* regime_name(Regime regime) {
+  return regime == Regime::Latency ? "latency" : regime == Regime::Bandwidth ? "bandwidth" : "chain";
+}
 
 struct Workload {
   std::string name;  // the second component of a benchmark name: plan/<name>/...
@@ -150,6 +153,15 @@ inline std::vector<WorkloadShape> workload_shapes() {
   add({"decode_bs4096",       4096, 1, 256,         1, 1,        true,  0,      B});
   add({"decode_bs64_nopool",  64,   512, 8 * K,     1, 1,        false, 0,      B});
   return shapes;
+}
+
+// Latency workloads first, then bandwidth ones (STYLE.md: keep them apart); SPEC order within each.
+inline std::vector<WorkloadShape> shapes_by_regime() {
+  std::vector<WorkloadShape> ordered;
+  for (const Regime regime : {Regime::Latency, Regime::Bandwidth})
+    for (const WorkloadShape& shape : workload_shapes())
+      if (shape.regime == regime) ordered.push_back(shape);
+  return ordered;
 }
 
 }  // namespace kvcanary_perf

@@ -5,12 +5,16 @@
     build/perf_tests/kvcanary_perf_openmp --benchmark_out=openmp.json --benchmark_out_format=json
     scripts/perf_report.py cuda.json openmp.json serial.json [-o report.md] [--plot perf.png]
 
-Benchmark names (perf_tests/perf_plan.hpp):
-    plan/<workload>/<serial|openmp>                      host backends
-    plan/<workload>/<portable|persistent>/<stream|graph>  CUDA
-The label is the regime ("latency" or "bandwidth"). A row is the "median" aggregate when the run had
-repetitions (the drivers' default), else the median of its iteration rows. The floors come from each
-file's context (kvcanary_copy_GB_per_s, kvcanary_launch_us), measured in the same run.
+Benchmark names (perf_tests/README.md):
+    <stage>/<workload>/<serial|openmp>                      host backends
+    <stage>/<workload>/<algorithm>/<stream|graph>           CUDA
+with stage plan, verify, verify_kv (one call over the K and V buffers) or write; plan's algorithms are
+portable and persistent, the canary stages' portable. The label is the regime ("latency", "bandwidth" or,
+for prefill writes, "chain"). A row is the "median" aggregate when the run had repetitions (the drivers'
+default), else the median of its iteration rows. The floors come from each file's context
+(kvcanary_copy_GB_per_s, kvcanary_launch_us, kvcanary_chain_ns_per_token), measured in the same run; the
+verify rows carry their own gather floor (gather_floor_us). The original system's verify and write times
+are GPU-FLOORS.md's (H200, CUDA graph of 20 calls, 2026-12-03).
 The plot needs matplotlib; without it the tables are still written and the plot is skipped.
 """
 
@@ -22,20 +26,39 @@ from collections import OrderedDict
 
 HOST_BACKENDS = ("serial", "openmp")
 ALGORITHMS = ("portable", "persistent")
+STAGES = ("plan", "verify", "verify_kv", "write")
 MODES = ("graph", "stream")
+MODE_TITLES = (("graph", "CUDA graph replay (20 calls per graph; µs per call)"),
+               ("stream", "back-to-back stream launches (20 calls between fences; µs per call)"))
 COUNTERS = ("us_per_call", "entries", "floor_us", "pct_of_floor", "GB_per_s", "bytes", "batch_size",
-            "graph_nodes_per_call")
+            "graph_nodes_per_call", "copy_floor_us", "gather_floor_us", "chain_floor_us", "tokens",
+            "longest_request")
+
+# The original system, µs per call on the H200 (GPU-FLOORS.md, "The original system on the same workloads":
+# distinct slots, the expected-token check on, 20 calls in one CUDA graph, 2026-12-03).
+ORIGINAL_VERIFY_US = {
+    "decode_bs1": 3.22, "decode_bs8": 4.81, "decode_bs64": 13.33, "decode_bs256": 246.85,
+    "long_context_bs4": 24.66, "prefill_bs32": 3.68, "swa_bs128": 28.34, "decode_bs4096": 28.73,
+    "decode_bs64_nopool": 13.20,
+}
+ORIGINAL_WRITE_US = {
+    "decode_bs1": 3.51, "decode_bs64": 3.54, "decode_bs256": 3.62, "decode_bs4096": 6.24,
+    "prefill_bs32x2k_first_chunk": 512.7, "prefill_bs32x2k_next_chunk": 572.3,
+    "prefill_bs1x8k_first_chunk": 2006.0, "prefill_bs1x8k_next_chunk": 2235.0,
+}
 
 
 def parse_name(run_name):
-    """('host', workload, backend, None) or ('gpu', workload, algorithm, mode), or None."""
+    """(stage, 'host', workload, backend, None) or (stage, 'gpu', workload, algorithm, mode), or None."""
     parts = run_name.split("/")
     if parts and parts[-1] == "manual_time":
         parts = parts[:-1]
-    if len(parts) == 3 and parts[0] == "plan" and parts[2] in HOST_BACKENDS:
-        return ("host", parts[1], parts[2], None)
-    if len(parts) == 4 and parts[0] == "plan" and parts[2] in ALGORITHMS and parts[3] in MODES:
-        return ("gpu", parts[1], parts[2], parts[3])
+    if not parts or parts[0] not in STAGES:
+        return None
+    if len(parts) == 3 and parts[2] in HOST_BACKENDS:
+        return (parts[0], "host", parts[1], parts[2], None)
+    if len(parts) == 4 and parts[2] in ALGORITHMS and parts[3] in MODES:
+        return (parts[0], "gpu", parts[1], parts[2], parts[3])
     return None
 
 
@@ -52,6 +75,8 @@ def load(paths):
             "launch_us": float(context.get("kvcanary_launch_us", "nan")),
             "copy_method": context.get("kvcanary_copy_method", "?"),
             "launch_method": context.get("kvcanary_launch_method", "?"),
+            "chain_ns_per_token": float(context.get("kvcanary_chain_ns_per_token", "nan")),
+            "chain_method": context.get("kvcanary_chain_method", "?"),
             "host": context.get("host_name", "?"),
             "date": context.get("date", "?"),
         }
@@ -64,7 +89,7 @@ def load(paths):
             if bench.get("error_occurred"):
                 errors.append("%s (%s): %s" % (run_name, path, bench.get("error_message", "?")))
                 continue
-            order.setdefault((key[0], key[1]), bench.get("label", ""))
+            order.setdefault(key[:3], bench.get("label", ""))
             row = {c: float(bench[c]) for c in COUNTERS if c in bench}
             row["label"] = bench.get("label", "")
             if bench.get("run_type") == "aggregate":
@@ -86,9 +111,12 @@ def load(paths):
     return results, floors, errors, order
 
 
-def workloads_of(kind, order):
-    """Workloads of one kind, latency ones first, in the order the drivers ran them."""
-    names = [(w, label) for (k, w), label in order.items() if k == kind]
+def workloads_of(kind, order, stages=("plan",)):
+    """Workloads of one kind and stage(s), latency ones first, in the order the drivers ran them."""
+    names = []
+    for (stage, k, w), label in order.items():
+        if stage in stages and k == kind and w not in [n for n, _ in names]:
+            names.append((w, label))
     return [w for w, label in names if label == "latency"] + [w for w, label in names if label != "latency"]
 
 
@@ -106,6 +134,20 @@ def table(header, rows):
     return "\n".join(lines)
 
 
+def first_present(results, keys):
+    """The row of the first key that has results, or None."""
+    return next((results[k] for k in keys if k in results), None)
+
+
+def present(results, workloads, keys_of):
+    """(workload, keys, the first row present) for each workload with results under keys_of(workload)."""
+    for w in workloads:
+        keys = keys_of(w)
+        row = first_present(results, keys.values() if isinstance(keys, dict) else keys)
+        if row is not None:
+            yield w, keys, row
+
+
 def get(results, key, counter):
     row = results.get(key)
     return None if row is None or counter not in row else row[counter]
@@ -116,14 +158,10 @@ def gpu_tables(results, order):
     workloads = workloads_of("gpu", order)
     if not workloads:
         return out
-    for mode, title in (("graph", "CUDA graph replay (20 calls per graph; µs per call)"),
-                        ("stream", "back-to-back stream launches (20 calls between fences; µs per call)")):
+    for mode, title in MODE_TITLES:
         rows = []
-        for w in workloads:
-            keys = {a: ("gpu", w, a, mode) for a in ALGORITHMS}
-            if not any(k in results for k in keys.values()):
-                continue
-            any_row = next(results[k] for k in keys.values() if k in results)
+        for w, keys, any_row in present(results, workloads,
+                                        lambda w: {a: ("plan", "gpu", w, a, mode) for a in ALGORITHMS}):
             rows.append([
                 w, any_row.get("label", ""), fmt(any_row.get("entries"), 0),
                 fmt(get(results, keys["portable"], "us_per_call"), 2),
@@ -150,11 +188,7 @@ def gpu_tables(results, order):
 def host_table(results, order):
     workloads = workloads_of("host", order)
     rows = []
-    for w in workloads:
-        s, o = ("host", w, "serial", None), ("host", w, "openmp", None)
-        any_row = results.get(s) or results.get(o)
-        if any_row is None:
-            continue
+    for w, (s, o), any_row in present(results, workloads, lambda w: [("plan", "host", w, b, None) for b in HOST_BACKENDS]):
         us_s, us_o = get(results, s, "us_per_call"), get(results, o, "us_per_call")
         ratio = us_s / us_o if us_s and us_o else None
         rows.append([
@@ -170,11 +204,93 @@ def host_table(results, order):
     return ["### Host backends (µs per call)\n\n" + table(header, rows)]
 
 
+def times_faster(original, us):
+    return fmt(original / us, 2) + "×" if original and us else "–"
+
+
+def verify_tables(results, order):
+    """verify and verify_kv: CUDA (graph, stream) and host tables, against max(copy, gather, launch) floors."""
+    out = []
+    workloads = workloads_of("gpu", order, ("verify", "verify_kv"))
+    for mode, title in MODE_TITLES:
+        rows = []
+        for w, (one, kv), any_row in present(results, workloads,
+                                             lambda w: [(st, "gpu", w, "portable", mode) for st in ("verify", "verify_kv")]):
+            row = [w, any_row.get("label", ""), fmt(any_row.get("entries"), 0)]
+            for key in (one, kv):
+                row += [fmt(get(results, key, "us_per_call"), 2), fmt(get(results, key, "GB_per_s")),
+                        fmt(get(results, key, "copy_floor_us"), 2), fmt(get(results, key, "gather_floor_us"), 2),
+                        fmt(get(results, key, "pct_of_floor"))]
+            if mode == "graph":
+                original = ORIGINAL_VERIFY_US.get(w)
+                row += [fmt(original, 2), times_faster(original, get(results, one, "us_per_call"))]
+            rows.append(row)
+        header = ["workload", "regime", "entries"]
+        for what in ("K", "K+V"):
+            header += ["µs " + what, "GB/s " + what, "copy floor µs " + what, "gather floor µs " + what,
+                       "% of floor " + what]
+        if mode == "graph":
+            header += ["original µs (K)", "× faster than the original (K)"]
+        if rows:
+            out.append("### GPU verify: " + title + "\n\n" + table(header, rows))
+    rows = []
+    for w, keys, any_row in present(results, workloads_of("host", order, ("verify", "verify_kv")),
+                                    lambda w: [(st, "host", w, b, None) for st in ("verify", "verify_kv") for b in HOST_BACKENDS]):
+        row = [w, any_row.get("label", ""), fmt(any_row.get("entries"), 0)]
+        row += [fmt(get(results, k, "us_per_call")) for k in keys]
+        row += [fmt(get(results, k, "gather_floor_us")) for k in keys]
+        row += [fmt(get(results, k, "pct_of_floor")) for k in keys]
+        rows.append(row)
+    if rows:
+        names = ["%s %s" % ("K" if stage == "verify" else "K+V", b) for stage in ("verify", "verify_kv")
+                 for b in HOST_BACKENDS]
+        header = (["workload", "regime", "entries"] + ["µs " + n for n in names] +
+                  ["gather floor µs " + n for n in names] + ["% of floor " + n for n in names])
+        out.append("### Host verify (µs per call)\n\n" + table(header, rows))
+    return out
+
+
+def write_tables(results, order):
+    """write: CUDA (graph, stream) and host tables, against max(copy, launch, longest request × chain step)."""
+    out = []
+    for mode, title in MODE_TITLES:
+        rows = []
+        for w, _, r in present(results, workloads_of("gpu", order, ("write",)),
+                               lambda w: [("write", "gpu", w, "portable", mode)]):
+            row = [w, r.get("label", ""), fmt(r.get("tokens"), 0), fmt(r.get("longest_request"), 0),
+                   fmt(r.get("us_per_call"), 2), fmt(r.get("GB_per_s")), fmt(r.get("chain_floor_us"), 2),
+                   fmt(r.get("floor_us"), 2), fmt(r.get("pct_of_floor"))]
+            if mode == "graph":
+                original = ORIGINAL_WRITE_US.get(w)
+                row += [fmt(original, 2), times_faster(original, r.get("us_per_call"))]
+            rows.append(row)
+        header = ["case", "regime", "tokens", "longest request", "µs", "GB/s", "chain floor µs", "floor µs",
+                  "% of floor"]
+        if mode == "graph":
+            header += ["original µs", "× faster than the original"]
+        if rows:
+            out.append("### GPU write: " + title + "\n\n" + table(header, rows))
+    rows = []
+    for w, keys, r in present(results, workloads_of("host", order, ("write",)),
+                              lambda w: [("write", "host", w, b, None) for b in HOST_BACKENDS]):
+        row = [w, r.get("label", ""), fmt(r.get("tokens"), 0), fmt(r.get("longest_request"), 0)]
+        row += [fmt(get(results, k, "us_per_call")) for k in keys]
+        row += [fmt(get(results, k, "chain_floor_us")) for k in keys]
+        row += [fmt(get(results, k, "pct_of_floor")) for k in keys]
+        rows.append(row)
+    if rows:
+        header = (["case", "regime", "tokens", "longest request"] + ["µs " + b for b in HOST_BACKENDS] +
+                  ["chain floor µs " + b for b in HOST_BACKENDS] + ["% of floor " + b for b in HOST_BACKENDS])
+        out.append("### Host write (µs per call)\n\n" + table(header, rows))
+    return out
+
+
 def floors_section(floors):
-    rows = [[b, fmt(f["copy_GB_per_s"], 1), fmt(f["launch_us"], 3), f["copy_method"], f["launch_method"],
-             f["host"], f["date"]] for b, f in floors.items()]
+    rows = [[b, fmt(f["copy_GB_per_s"], 1), fmt(f["launch_us"], 3), fmt(f["chain_ns_per_token"], 2),
+             f["copy_method"], f["launch_method"], f["chain_method"], f["host"], f["date"]] for b, f in floors.items()]
     return "### Floors measured in the same runs\n\n" + table(
-        ["backend", "copy GB/s", "launch µs", "copy measured by", "launch measured by", "host", "date"], rows)
+        ["backend", "copy GB/s", "launch µs", "write chain ns/token", "copy measured by", "launch measured by",
+         "chain measured by", "host", "date"], rows)
 
 
 def report(results, floors, errors, order):
@@ -184,6 +300,15 @@ def report(results, floors, errors, order):
              floors_section(floors)]
     parts += gpu_tables(results, order)
     parts += host_table(results, order)
+    canary = verify_tables(results, order) + write_tables(results, order)
+    if canary:
+        parts.append("## kvcanary verify and write performance\n\n"
+                     "verify floor = max(bytes / copy bandwidth, the gather floor, one launch): bytes = 32 per entry "
+                     "(plan) + 32 per entry and buffer (records; a window's predecessor once more); the gather floor "
+                     "is a bare kernel with that traffic on the benchmark's own data (GPU-FLOORS.md: page-size-1 "
+                     "random slots are bound by it). write floor = max(bytes / copy bandwidth, one launch, "
+                     "longest request × one dependent mix3 step). % of floor = 100 × floor / time. Medians.")
+        parts += canary
     if errors:
         parts.append("### Benchmarks that failed\n\n" + "\n".join("* " + e for e in errors))
     return "\n\n".join(parts) + "\n"
@@ -198,6 +323,8 @@ def plot(results, order, path):
         print("perf_report: matplotlib is not installed; skipping the plot %s" % path, file=sys.stderr)
         return False
     panels = []
+    results = {k[1:]: v for k, v in results.items() if k[0] == "plan"}
+    order = OrderedDict((k, v) for k, v in order.items() if k[0] == "plan")
     if any(k[0] == "gpu" for k in results):
         panels.append(("GPU (CUDA)", [((a, m), "%s / %s" % (a, m)) for m in MODES for a in ALGORITHMS], "gpu"))
     if any(k[0] == "host" for k in results):

@@ -1,4 +1,4 @@
-// The plan benchmarks on Kokkos::Serial.
+// The plan, verify and write benchmarks on Kokkos::Serial.
 #define KVCANARY_PERF_EXECSPACE Kokkos::Serial
 #define KVCANARY_PERF_BACKEND "serial"
 #include "perf_backend.hpp"
