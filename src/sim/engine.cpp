@@ -234,7 +234,7 @@ void Engine::admit_requests() {
           for (std::size_t i = 0; i < entry.pages.size(); ++i)
             for (std::int64_t o = 0; o < shape_.page_size; ++o)
               watches_[entry.pages[i] * shape_.page_size + o].push_back(
-                  {f.record.id, static_cast<std::int64_t>(i) * shape_.page_size + o});
+                  {f.record.id, r.id, static_cast<std::int64_t>(i) * shape_.page_size + o});
         }
     }
     running_.emplace(r.id, std::move(r));
@@ -562,7 +562,7 @@ bool Engine::inject_double_allocation(Fault& f) {
   for (std::int64_t o = 0; o < shape_.page_size; ++o) {
     const std::int64_t slot = page * shape_.page_size + o;
     f.record.slots.push_back(slot);
-    watches_[slot].push_back({f.record.id, index * shape_.page_size + o});
+    watches_[slot].push_back({f.record.id, a->id, index * shape_.page_size + o});
     for (int g = 0; g < kGroups; ++g) f.slots[g].insert(g == static_cast<int>(Group::Swa) ? lut_[slot] : slot);
   }
   f.record.note = "page " + std::to_string(page) + " of request " + std::to_string(a->id) + " handed out again";
@@ -586,7 +586,7 @@ bool Engine::inject_use_after_free(Fault& f) {
   for (std::int64_t o = 0; o < shape_.page_size; ++o) {
     const std::int64_t slot = page * shape_.page_size + o;
     f.record.slots.push_back(slot);
-    watches_[slot].push_back({f.record.id, index * shape_.page_size + o});
+    watches_[slot].push_back({f.record.id, a->id, index * shape_.page_size + o});
     for (int g = 0; g < kGroups; ++g) f.slots[g].insert(g == static_cast<int>(Group::Swa) ? lut_[slot] : slot);
   }
   f.record.note = "page " + std::to_string(page) + " of request " + std::to_string(a->id) + " freed while mapped";
@@ -773,12 +773,16 @@ bool Engine::inject_stale_prefix(Fault& f) {
     for (std::int64_t o = 0; o < shape_.page_size; ++o) {
       const std::int64_t slot = page * shape_.page_size + o;
       f.record.slots.push_back(slot);
-      watches_[slot].push_back({f.record.id, static_cast<std::int64_t>(i) * shape_.page_size + o});
+      const std::int64_t position = static_cast<std::int64_t>(i) * shape_.page_size + o;
+      watches_[slot].push_back({f.record.id, kCacheReader + entry->id, position});
+      for (auto& [id, r] : running_)  // live requests that share the entry read its pages too
+        if (r.cache_entry == entry->id) {
+          watches_[slot].push_back({f.record.id, id, position});
+          f.requests.insert(id);
+        }
       for (int g = 0; g < kGroups; ++g) f.slots[g].insert(g == static_cast<int>(Group::Swa) ? lut_[slot] : slot);
     }
   }
-  for (auto& [id, r] : running_)  // live requests that share the entry read its pages too
-    if (r.cache_entry == entry->id) f.requests.insert(id);
   f.record.note = "prefix-cache entry " + std::to_string(entry->id) + " (" + std::to_string(entry->pages.size()) +
                   " pages) evicted, index kept";
   return true;
@@ -789,25 +793,23 @@ void Engine::note_write(const Request& writer, std::int64_t position, std::int64
   (void)token;
   const auto it = watches_.find(slot);
   if (it == watches_.end()) return;
-  for (const auto& [fault_id, reader_position] : it->second) {
-    Fault& f = faults_[static_cast<std::size_t>(fault_id)];
-    std::vector<std::int64_t> readers(f.requests.begin(), f.requests.end());
-    for (const auto e : f.cache_entries) readers.push_back(kCacheReader + e);
-    for (const auto reader : readers) {
-      if (reader == writer.id) {
-        if (reader_position == position) continue;  // its own record, in order
-      } else if (reader < kCacheReader) {
-        const Request* r = request_by_id(reader);
-        if (r == nullptr || reader_position >= r->written || same_record(r->tokens, reader_position, writer.tokens, position)) continue;
-      } else {
-        bool same = false;
-        for (const auto& [t, e] : cache_)
-          if (kCacheReader + e.id == reader)
-            same = same_record(templates_[static_cast<std::size_t>(t)], reader_position, writer.tokens, position);
-        if (same) continue;
-      }
-      f.damage.push_back({reader, reader_position, now(1), groups});
+  for (const Watch& w : it->second) {
+    const std::int64_t reader = w.reader, reader_position = w.position;
+    if (reader == writer.id) {
+      if (reader_position == position) continue;  // its own record, in order
+    } else if (reader < kCacheReader) {
+      const Request* r = request_by_id(reader);
+      if (r == nullptr || reader_position >= r->written || same_record(r->tokens, reader_position, writer.tokens, position)) continue;
+    } else {
+      bool gone = true, same = false;
+      for (const auto& [t, e] : cache_)
+        if (kCacheReader + e.id == reader) {
+          gone = false;
+          same = same_record(templates_[static_cast<std::size_t>(t)], reader_position, writer.tokens, position);
+        }
+      if (gone || same) continue;
     }
+    faults_[static_cast<std::size_t>(w.fault)].damage.push_back({reader, reader_position, now(1), groups});
   }
 }
 

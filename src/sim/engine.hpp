@@ -195,7 +195,10 @@ class Engine {
 
   std::vector<Fault> faults_;
   std::vector<std::pair<std::int64_t, FaultClass>> schedule_;  // (step, class), sorted
-  std::map<std::int64_t, std::vector<std::pair<std::int64_t, std::int64_t>>> watches_;  // slot → (fault, reader position)
+  struct Watch {  // a write into the slot destroys the record `reader` expects at `position`
+    std::int64_t fault, reader, position;
+  };
+  std::map<std::int64_t, std::vector<Watch>> watches_;  // by slot
   std::int64_t skipped_[kFaultClasses] = {};
   std::set<std::int64_t> condemned_;  // request ids to abort at the step's end
 
