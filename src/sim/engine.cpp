@@ -389,24 +389,33 @@ void Engine::build_batch() {
 
 void Engine::end_step(const std::vector<GroupRow>& rows, std::int64_t ring_overflows) {
   ring_overflows_ += ring_overflows;
-  std::map<std::pair<std::int64_t, int>, std::set<std::int64_t>> slot_sets;  // (fault, group) → slots
+  // (fault, group, tier) → slots; tier 0: the slots it aimed at, tier 1: those of what it tainted
+  std::map<std::array<std::int64_t, 3>, std::set<std::int64_t>> slot_sets;
   for (const auto& [group, row] : rows) {
     ++rows_;
     if (is_never_written(row)) ++never_written_rows_;
-    bool explained = false;
-    for (auto& f : faults_) {
-      auto key = std::make_pair(f.record.id, static_cast<int>(group));
-      auto it = slot_sets.find(key);
-      if (it == slot_sets.end()) it = slot_sets.emplace(key, attributable_slots(f, group)).first;
-      if (!it->second.count(row[kRowSlot])) continue;
-      explained = true;
-      FaultRecord& r = f.record;
+    // The most specific explanation wins: aimed-at slots before tainted holders, and a fault the
+    // contract can see before one it cannot (an uncovered fault explains no row when a covered one does).
+    std::vector<Fault*> explains;
+    for (int tier = 0; tier < 2 && explains.empty(); ++tier) {
+      for (auto& f : faults_) {
+        const std::array<std::int64_t, 3> key{f.record.id, static_cast<int>(group), tier};
+        auto it = slot_sets.find(key);
+        if (it == slot_sets.end()) it = slot_sets.emplace(key, attributable_slots(f, group, tier == 0)).first;
+        if (it->second.count(row[kRowSlot])) explains.push_back(&f);
+      }
+      if (std::any_of(explains.begin(), explains.end(), [](const Fault* f) { return f->record.covered; }))
+        explains.erase(std::remove_if(explains.begin(), explains.end(), [](const Fault* f) { return !f->record.covered; }),
+                       explains.end());
+    }
+    for (Fault* f : explains) {
+      FaultRecord& r = f->record;
       if (r.detected_step < 0) r.detected_step = step_;
       r.reason_bits |= row[kRowFailReasonBits];
       r.kinds |= std::int64_t(1) << (row[kRowKernelKind] & 31);
       ++r.rows;
     }
-    if (!explained) {
+    if (explains.empty()) {
       ++false_positives_;
       if (false_positive_lines_.size() < 20)
         false_positive_lines_.push_back("step " + std::to_string(step_) + " group " + std::to_string(static_cast<int>(group)) +
@@ -836,8 +845,18 @@ void Engine::mark_exercised() {
   }
 }
 
-std::set<std::int64_t> Engine::attributable_slots(const Fault& f, Group group) const {
-  std::set<std::int64_t> slots = f.slots[static_cast<int>(group)];
+std::set<std::int64_t> Engine::attributable_slots(const Fault& f, Group group, bool aimed_at) const {
+  std::set<std::int64_t> slots;
+  // After its detection the engine retired what a fault touched: later rows are not its.
+  if (f.record.detected_step >= 0 && f.record.detected_step < step_) return slots;
+  bool alive = false;
+  for (const auto id : f.requests) alive = alive || request_by_id(id) != nullptr;
+  for (const auto& [t, e] : cache_) alive = alive || f.cache_entries.count(e.id) > 0;
+  // The slots it aimed at, while they are still its: a quarantined page, or a holder still running.
+  for (const auto slot : f.slots[static_cast<int>(group)])
+    if (alive || (group != Group::Swa && quarantined_[slot / shape_.page_size])) slots.insert(slot);
+  if (aimed_at) return slots;
+  slots.clear();
   const auto map = [&](std::int64_t slot) { return group == Group::Swa ? lut_[slot] : slot; };
   for (const auto id : f.requests)
     if (const Request* r = request_by_id(id))

@@ -157,7 +157,7 @@ class Engine {
   void taint_readers(Fault& fault, std::int64_t slot, std::int64_t time, int groups);
   void note_write(const Request& writer, std::int64_t position, std::int64_t slot, std::int64_t token, int groups);
   void mark_exercised();
-  std::set<std::int64_t> attributable_slots(const Fault& fault, Group group) const;
+  std::set<std::int64_t> attributable_slots(const Fault& fault, Group group, bool aimed_at) const;
 
   std::int64_t uniform(std::int64_t lo, std::int64_t hi) {
     return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng_);
