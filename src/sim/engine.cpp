@@ -553,7 +553,9 @@ static bool victim_page(const std::vector<std::int64_t>& pages, std::int64_t wri
   return true;
 }
 
-bool Engine::inject_double_allocation(Fault& f) {
+// The allocator bugs' victim: a live, fully written, unshared page of a request that keeps running,
+// quarantined and watched (a write into it destroys the victim's records). Returns the page or -1.
+std::int64_t Engine::take_victim_page(Fault& f) {
   std::int64_t index = -1;
   const std::int64_t pick = uniform(0, 1 << 20);
   Request* a = pick_running([&](const Request& r) {
@@ -561,11 +563,9 @@ bool Engine::inject_double_allocation(Fault& f) {
     return r.total_len - r.written >= kRemainingToPick &&
            victim_page(r.pages, r.written, r.shared_pages, shape_.page_size, page_refs_, quarantined_, pick, i);
   });
-  if (a == nullptr) return false;
+  if (a == nullptr) return -1;
   victim_page(a->pages, a->written, a->shared_pages, shape_.page_size, page_refs_, quarantined_, pick, index);
   const std::int64_t page = a->pages[static_cast<std::size_t>(index)];
-  forced_page_ = page;
-  forced_fault_ = f.record.id;
   quarantined_[page] = 1;
   f.requests.insert(a->id);
   for (std::int64_t o = 0; o < shape_.page_size; ++o) {
@@ -574,31 +574,24 @@ bool Engine::inject_double_allocation(Fault& f) {
     watches_[slot].push_back({f.record.id, a->id, index * shape_.page_size + o});
     for (int g = 0; g < kGroups; ++g) f.slots[g].insert(g == static_cast<int>(Group::Swa) ? lut_[slot] : slot);
   }
-  f.record.note = "page " + std::to_string(page) + " of request " + std::to_string(a->id) + " handed out again";
+  f.record.note = "page " + std::to_string(page) + " of request " + std::to_string(a->id);
+  return page;
+}
+
+bool Engine::inject_double_allocation(Fault& f) {
+  const std::int64_t page = take_victim_page(f);
+  if (page < 0) return false;
+  forced_page_ = page;  // the next allocation hands it out again
+  forced_fault_ = f.record.id;
+  f.record.note += " handed out again";
   return true;
 }
 
 bool Engine::inject_use_after_free(Fault& f) {
-  std::int64_t index = -1;
-  const std::int64_t pick = uniform(0, 1 << 20);
-  Request* a = pick_running([&](const Request& r) {
-    std::int64_t i;
-    return r.total_len - r.written >= kRemainingToPick &&
-           victim_page(r.pages, r.written, r.shared_pages, shape_.page_size, page_refs_, quarantined_, pick, i);
-  });
-  if (a == nullptr) return false;
-  victim_page(a->pages, a->written, a->shared_pages, shape_.page_size, page_refs_, quarantined_, pick, index);
-  const std::int64_t page = a->pages[static_cast<std::size_t>(index)];
-  quarantined_[page] = 1;
+  const std::int64_t page = take_victim_page(f);
+  if (page < 0) return false;
   free_pages_.push_back(page);  // freed while its page table still maps it: the next allocation reuses it
-  f.requests.insert(a->id);
-  for (std::int64_t o = 0; o < shape_.page_size; ++o) {
-    const std::int64_t slot = page * shape_.page_size + o;
-    f.record.slots.push_back(slot);
-    watches_[slot].push_back({f.record.id, a->id, index * shape_.page_size + o});
-    for (int g = 0; g < kGroups; ++g) f.slots[g].insert(g == static_cast<int>(Group::Swa) ? lut_[slot] : slot);
-  }
-  f.record.note = "page " + std::to_string(page) + " of request " + std::to_string(a->id) + " freed while mapped";
+  f.record.note += " freed while mapped";
   return true;
 }
 

@@ -144,6 +144,7 @@ class Engine {
   void schedule_faults();
   void inject_pre_step_faults();
   bool inject(FaultClass fault, int phase);
+  std::int64_t take_victim_page(Fault& fault);
   bool inject_double_allocation(Fault& fault);
   bool inject_use_after_free(Fault& fault);
   bool inject_page_table_overwrite(Fault& fault);

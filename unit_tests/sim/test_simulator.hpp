@@ -32,6 +32,18 @@ SimulationOptions faulty(FaultClass fault, std::uint64_t seed) {
   return o;
 }
 
+// Every class at once, with every group (draft and SWA).
+SimulationOptions every_fault(std::int64_t steps, std::uint64_t seed) {
+  SimulationOptions o;
+  o.steps = steps;
+  o.seed = seed;
+  o.swa_window = 24;
+  o.spec_decode = true;
+  o.faults = kvcanary::sim::parse_fault_classes("all");
+  o.faults_per_class = 2;
+  return o;
+}
+
 TEST(Simulator, TenThousandCleanStepsReportNothing) {
   SimulationOptions o;
   o.steps = 10000;
@@ -105,16 +117,10 @@ TEST(Simulator, ByteFlipsWithRealKvOffAreNotCovered) {
   EXPECT_TRUE(r.ok());
 }
 
-// Every class at once, with every group: the device rings equal the host reference pipeline's.
+// Every class at once: the device rings equal the host reference pipeline's.
 TEST(Simulator, DeviceRingsEqualTheReferencePipelineStepByStep) {
-  SimulationOptions o;
-  o.steps = 400;
-  o.seed = 2026;
+  SimulationOptions o = every_fault(400, 2026);
   o.max_batch = 5;
-  o.swa_window = 24;
-  o.spec_decode = true;
-  o.faults = kvcanary::sim::parse_fault_classes("all");
-  o.faults_per_class = 2;
   const SimulationReport r = run(o, /*reference=*/true);
   EXPECT_EQ(r.reference_mismatches, 0);
   EXPECT_GT(r.rows, 0);
@@ -124,13 +130,7 @@ TEST(Simulator, DeviceRingsEqualTheReferencePipelineStepByStep) {
 // The same seed gives the same simulation on every backend: the same faults, detected at the same steps
 // with the same reasons and rows (on CUDA: the graph-replayed run against the host's).
 TEST(Simulator, SameSeedSameResultsAsOnTheHost) {
-  SimulationOptions o;
-  o.steps = 600;
-  o.seed = 99;
-  o.swa_window = 24;
-  o.spec_decode = true;
-  o.faults = kvcanary::sim::parse_fault_classes("all");
-  o.faults_per_class = 2;
+  const SimulationOptions o = every_fault(600, 99);
   const SimulationReport device = run(o);
   const SimulationReport host = kvcanary::sim::simulate(Kokkos::DefaultHostExecutionSpace{}, o);
   EXPECT_EQ(device.rows, host.rows);
