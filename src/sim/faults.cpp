@@ -1,0 +1,85 @@
+// The fault classes' names and what should catch each (docs/simulator.md has the same table).
+
+#include "sim_types.hpp"
+
+#include <stdexcept>
+
+namespace kvcanary {
+namespace sim {
+
+namespace {
+constexpr const char* kNames[kFaultClasses] = {"double_alloc",        "use_after_free", "page_table_overwrite",
+                                               "rogue_write",         "kv_byte_flip",   "position_off_by_one",
+                                               "swapped_tokens",      "swa_lut",        "stale_prefix"};
+constexpr std::int64_t kRecordBits = kVerifyChainHash | kVerifyPosition | kVerifyToken;
+}  // namespace
+
+const char* fault_class_name(FaultClass fault) {
+  const int k = static_cast<int>(fault);
+  return k >= 0 && k < kFaultClasses ? kNames[k] : "unknown";
+}
+
+std::optional<FaultClass> fault_class_from_name(std::string_view name) {
+  for (int k = 0; k < kFaultClasses; ++k)
+    if (name == kNames[k]) return static_cast<FaultClass>(k);
+  return std::nullopt;
+}
+
+std::vector<FaultClass> parse_fault_classes(const std::string& list) {
+  std::vector<FaultClass> classes;
+  if (list == "none") return classes;
+  if (list == "all") {
+    for (int k = 0; k < kFaultClasses; ++k) classes.push_back(static_cast<FaultClass>(k));
+    return classes;
+  }
+  std::size_t begin = 0;
+  while (begin <= list.size()) {
+    const std::size_t end = std::min(list.find(',', begin), list.size());
+    const std::string name = list.substr(begin, end - begin);
+    const auto fault = fault_class_from_name(name);
+    if (!fault) {
+      std::string known;
+      for (const char* n : kNames) known += std::string(known.empty() ? "" : ", ") + n;
+      throw std::invalid_argument("kvcanary simulate: unknown fault class '" + name + "' (all, none, or of: " + known + ")");
+    }
+    classes.push_back(*fault);
+    begin = end + 1;
+  }
+  return classes;
+}
+
+FaultExpectation expected_catch(FaultClass fault) {
+  switch (fault) {
+    case FaultClass::DoubleAllocation:
+      return {"tail verify (same step) or head verify", kRecordBits, "the step the second holder writes the page",
+              "none"};
+    case FaultClass::UseAfterFree:
+      return {"tail verify (same step) or head verify", kRecordBits, "the step the page's new holder writes it", "none"};
+    case FaultClass::PageTableOverwrite:
+      return {"head verify", kRecordBits, "the next step", "the entry set to slot 0 (verify skips slot 0)"};
+    case FaultClass::RogueWrite:
+      return {"tail verify (same step) or head verify", kRecordBits, "the step of the write, else the next", "none"};
+    case FaultClass::KvByteFlip:
+      return {"tail verify", kVerifyRealKvHash, "the step of the flip",
+              "real-KV none; PARTIAL and a byte past the first 16; a slot flipped before its tail stamp"};
+    case FaultClass::PositionOffByOne:
+      return {"head write (input / chain-position assert)", kWritePosition, "the step of the write", "none"};
+    case FaultClass::SwappedTokens:
+      return {"head write (input assert)", kWriteToken, "the step of the write", "none"};
+    case FaultClass::SwaLutCorruption:
+      return {"head verify (SWA group)", kRecordBits, "the next step", "no SWA group (--swa 0): not injected"};
+    case FaultClass::StalePrefixHit:
+      return {"sweep or head verify of a hit", kRecordBits, "once the evicted pages are rewritten: the next sweep or hit",
+              "none"};
+  }
+  return {"", 0, "", ""};
+}
+
+std::int64_t SimulationReport::missed() const {
+  std::int64_t n = 0;
+  for (const auto& c : classes) n += c.missed;
+  return n;
+}
+
+}  // namespace sim
+}  // namespace kvcanary

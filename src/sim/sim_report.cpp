@@ -1,0 +1,130 @@
+// The simulator's report: a human table and JSON (sim_types.hpp).
+
+#include "sim_types.hpp"
+
+#include <kvcanary/report.hpp>
+
+#include <cstdio>
+#include <sstream>
+
+namespace kvcanary {
+namespace sim {
+
+namespace {
+
+const char* mode_name(RealKvMode mode) {
+  return mode == RealKvMode::None ? "none" : mode == RealKvMode::Partial ? "partial" : "all";
+}
+
+std::string latency(const ClassSummary& c) {
+  if (c.latency_min < 0) return "-";
+  return std::to_string(c.latency_min) + " / " + std::to_string(c.latency_median) + " / " + std::to_string(c.latency_max);
+}
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (const char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+      continue;
+    }
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::string fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+}  // namespace
+
+std::string format_table(const SimulationReport& r) {
+  std::ostringstream out;
+  const SimulationOptions& o = r.options;
+  out << "kvcanary simulate: " << r.steps_run << " steps on " << r.backend << ", seed " << o.seed << ", page size "
+      << o.page_size << ", max batch " << o.max_batch << ", real-KV " << mode_name(o.real_kv) << ", SWA "
+      << (o.swa_window > 0 ? std::to_string(o.swa_window) : std::string("off")) << ", spec decode "
+      << (o.spec_decode ? "on" : "off") << "\n";
+  out << "requests finished " << r.requests_finished << ", aborted on detection " << r.requests_aborted << ", tokens written "
+      << r.tokens_written << "\n\n";
+  char line[256];
+  std::snprintf(line, sizeof line, "%-21s %8s %11s %11s %10s %8s %6s  %-16s %s\n", "fault class", "injected", "not covered",
+                "unexercised", "detectable", "detected", "missed", "latency min/med/max", "reasons seen");
+  out << line;
+  for (int k = 0; k < kFaultClasses; ++k) {
+    const ClassSummary& c = r.classes[k];
+    const bool asked = std::find(o.faults.begin(), o.faults.end(), static_cast<FaultClass>(k)) != o.faults.end();
+    if (!asked && c.injected == 0) continue;
+    std::snprintf(line, sizeof line, "%-21s %8lld %11lld %11lld %10lld %8lld %6lld  %-19s %s\n",
+                  fault_class_name(static_cast<FaultClass>(k)), static_cast<long long>(c.injected),
+                  static_cast<long long>(c.not_covered), static_cast<long long>(c.unexercised),
+                  static_cast<long long>(c.detectable), static_cast<long long>(c.detected), static_cast<long long>(c.missed),
+                  latency(c).c_str(), c.reason_bits ? fail_reason_names(c.reason_bits).c_str() : "-");
+    out << line;
+  }
+  out << "\nring rows " << r.rows << " (never-written records " << r.never_written_rows << "), false positives "
+      << r.false_positives << ", ring overflows " << r.ring_overflows << "\n";
+  for (const auto& l : r.false_positive_lines) out << "  false positive: " << l << "\n";
+  const double share = r.step_us_per_step > 0 ? 100.0 * r.canary_us_per_step / r.step_us_per_step : 0;
+  out << "canary " << fixed(r.canary_us_per_step, 1) << " us per step (" << fixed(share, 1) << "% of the step), "
+      << fixed(r.steps_per_second, 0) << " steps/s\n";
+  if (r.reference_mismatches >= 0) out << "steps whose rings differ from the host reference: " << r.reference_mismatches << "\n";
+  out << (r.ok() ? "OK: every detectable fault detected, no false positive\n"
+                 : "FAIL: " + std::to_string(r.missed()) + " missed, " + std::to_string(r.false_positives) +
+                       " false positives\n");
+  return out.str();
+}
+
+std::string format_json(const SimulationReport& r) {
+  std::ostringstream out;
+  const SimulationOptions& o = r.options;
+  out << "{\"backend\": " << json_string(r.backend) << ", \"steps\": " << r.steps_run << ", \"seed\": " << o.seed
+      << ", \"page_size\": " << o.page_size << ", \"max_batch\": " << o.max_batch << ", \"swa\": " << o.swa_window
+      << ", \"spec_decode\": " << (o.spec_decode ? "true" : "false") << ", \"real_kv\": \"" << mode_name(o.real_kv) << "\""
+      << ", \"requests_finished\": " << r.requests_finished << ", \"requests_aborted\": " << r.requests_aborted
+      << ", \"tokens_written\": " << r.tokens_written << ",\n \"classes\": {";
+  bool first = true;
+  for (int k = 0; k < kFaultClasses; ++k) {
+    const ClassSummary& c = r.classes[k];
+    const FaultExpectation e = expected_catch(static_cast<FaultClass>(k));
+    out << (first ? "" : ",") << "\n  " << json_string(fault_class_name(static_cast<FaultClass>(k))) << ": {\"injected\": " << c.injected
+        << ", \"not_covered\": " << c.not_covered << ", \"unexercised\": " << c.unexercised << ", \"detectable\": " << c.detectable
+        << ", \"detected\": " << c.detected << ", \"missed\": " << c.missed << ", \"caught_anyway\": " << c.caught_anyway
+        << ", \"skipped\": " << c.skipped << ", \"latency_steps\": {\"min\": " << c.latency_min << ", \"median\": " << c.latency_median
+        << ", \"max\": " << c.latency_max << "}, \"reason_bits\": " << c.reason_bits
+        << ", \"expected_stage\": " << json_string(e.stage) << ", \"expected_reason_bits\": " << e.reason_bits << "}";
+    first = false;
+  }
+  out << "},\n \"faults\": [";
+  first = true;
+  for (const auto& f : r.faults) {
+    out << (first ? "" : ",") << "\n  {\"id\": " << f.id << ", \"class\": " << json_string(fault_class_name(f.fault))
+        << ", \"step\": " << f.step << ", \"covered\": " << (f.covered ? "true" : "false") << ", \"exercised_step\": " << f.exercised_step
+        << ", \"detected_step\": " << f.detected_step << ", \"reason_bits\": " << f.reason_bits << ", \"kernel_kinds\": " << f.kinds
+        << ", \"rows\": " << f.rows << ", \"slots\": [";
+    for (std::size_t i = 0; i < f.slots.size() && i < 32; ++i) out << (i ? ", " : "") << f.slots[i];
+    out << "], \"note\": " << json_string(f.note) << "}";
+    first = false;
+  }
+  out << "],\n \"rows\": " << r.rows << ", \"never_written_rows\": " << r.never_written_rows
+      << ", \"false_positives\": " << r.false_positives << ", \"false_positive_lines\": [";
+  for (std::size_t i = 0; i < r.false_positive_lines.size(); ++i) out << (i ? ", " : "") << json_string(r.false_positive_lines[i]);
+  out << "], \"ring_overflows\": " << r.ring_overflows << ",\n \"canary_us_per_step\": " << fixed(r.canary_us_per_step, 3)
+      << ", \"step_us_per_step\": " << fixed(r.step_us_per_step, 3) << ", \"steps_per_second\": " << fixed(r.steps_per_second, 1)
+      << ",\n \"canary_us_by_batch_size\": [";
+  for (std::size_t i = 0; i < r.by_batch_size.size(); ++i)
+    out << (i ? ", " : "") << "{\"batch_size\": " << r.by_batch_size[i].batch_size << ", \"steps\": " << r.by_batch_size[i].steps
+        << ", \"canary_us\": " << fixed(r.by_batch_size[i].canary_us, 3) << "}";
+  out << "], \"reference_mismatches\": " << r.reference_mismatches << ", \"missed\": " << r.missed()
+      << ", \"ok\": " << (r.ok() ? "true" : "false") << "}\n";
+  return out.str();
+}
+
+}  // namespace sim
+}  // namespace kvcanary

@@ -1,0 +1,3 @@
+// The simulator tests on Kokkos::Cuda.
+#define KVCANARY_TEST_EXECSPACE Kokkos::Cuda
+#include "test_simulator.hpp"

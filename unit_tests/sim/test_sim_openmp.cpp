@@ -1,0 +1,3 @@
+// The simulator tests on Kokkos::OpenMP.
+#define KVCANARY_TEST_EXECSPACE Kokkos::OpenMP
+#include "test_simulator.hpp"

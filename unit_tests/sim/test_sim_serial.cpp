@@ -1,0 +1,3 @@
+// The simulator tests on Kokkos::Serial.
+#define KVCANARY_TEST_EXECSPACE Kokkos::Serial
+#include "test_simulator.hpp"
