@@ -398,6 +398,7 @@ DROP = object()
 
 
 def changed(base, **changes):
+    """A copy of `base` with keys changed, or removed where the value is DROP."""
     c = dict(base)
     for key, value in changes.items():
         if value is DROP:

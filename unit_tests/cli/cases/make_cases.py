@@ -263,17 +263,13 @@ FACTS["int64_min_prefix_with_window_does_not_overflow"] = (
 DECODE = case([2], [7], [1])
 
 
+DROP = canary_cases.DROP
+
+
 def decode_with(**changes):
-    c = dict(DECODE)
-    for key, value in changes.items():
-        if value is DROP:
-            del c[key]
-        else:
-            c[key] = value
-    return c
+    return canary_cases.changed(DECODE, **changes)
 
 
-DROP = object()
 REJECT = {
     "missing_prefix_lens": (decode_with(prefix_lens=DROP), "prefix_lens: required key is missing"),
     "missing_req_to_token": (decode_with(req_to_token=DROP), "req_to_token: required key is missing"),
