@@ -7,7 +7,7 @@
 # 1. configures kvcanary ONCE, from scratch, exactly as the README tells a user to
 #    (`cmake -S . -B <tmp>/build -G Ninja -DCMAKE_PREFIX_PATH=<kokkos>`, nothing else, no cache from an
 #    earlier configure: a second configure can hide a bug of the first, e.g. an install path read before
-#    GNUInstallDirs set it), builds what gets installed (the library and kvcanary-plan) and installs it
+#    GNUInstallDirs set it), builds what gets installed (the library and the kvcanary tool) and installs it
 #    with `cmake --install <tmp>/build --prefix <tmp>/install`;
 # 2. checks the package files are there (KVCanaryConfig.cmake, KVCanaryConfigVersion.cmake, targets,
 #    headers, library);
@@ -16,7 +16,7 @@
 # 4. moves the install tree elsewhere and does it again with CMAKE_PREFIX_PATH="<moved install>" only:
 #    the installed config must be relocatable and re-find Kokkos / Kokkos Kernels by itself
 #    (through the hint to the installation kvcanary was built with);
-# 5. runs the installed kvcanary-plan (when the build has the CLI) with `check` on a small case;
+# 5. runs the installed kvcanary tool (when the build has the CLI) with `check` on a small case;
 # 6. checks that asking for the next major version fails (SameMajorVersion).
 # Nothing is taken from the environment or the CMake package registries. Exit 0 when all hold.
 #
@@ -46,7 +46,7 @@ clean_cmake -S "$KV_ROOT" -B "$build" -G Ninja -DCMAKE_PREFIX_PATH="$KOKKOS_PREF
 has_cli=0
 grep -qx 'KVCanary_ENABLE_CLI:BOOL=ON' "$build/CMakeCache.txt" && has_cli=1
 installed_targets=(kvcanary)
-[ "$has_cli" = 1 ] && installed_targets+=(kvcanary-plan)
+[ "$has_cli" = 1 ] && installed_targets+=(kvcanary-cli)
 kv_log "build ${installed_targets[*]} ($JOBS jobs)"
 cmake --build "$build" -j "$JOBS" --target "${installed_targets[@]}" > "$work/build.log" 2>&1 \
   || { tail -40 "$work/build.log"; kv_die "building $build failed"; }
@@ -75,8 +75,8 @@ grep -qF 'INTERFACE_INCLUDE_DIRECTORIES "${_IMPORT_PREFIX}/include"' "$config_di
   || kv_die "KVCanary::kvcanary exports no \${_IMPORT_PREFIX}/include include directory: $(grep INTERFACE_INCLUDE_DIRECTORIES "$config_dir/KVCanaryTargets.cmake")"
 # The CLI is installed too when the build has it: it must run from the (relocated) tree; checked below.
 if [ "$has_cli" = 1 ]; then
-  [ -x "$prefix/bin/kvcanary-plan" ] || kv_die "MISSING: bin/kvcanary-plan (the build has the CLI)"
-  kv_log "installed: bin/kvcanary-plan"
+  [ -x "$prefix/bin/kvcanary" ] || kv_die "MISSING: bin/kvcanary (the build has the CLI)"
+  kv_log "installed: bin/kvcanary"
 fi
 version=$(sed -n 's/^set(PACKAGE_VERSION "\(.*\)")$/\1/p' "$config_dir/KVCanaryConfigVersion.cmake")
 [ -n "$version" ] || kv_die "cannot read PACKAGE_VERSION from KVCanaryConfigVersion.cmake"
@@ -108,14 +108,14 @@ found_kokkos=$(sed -n 's/^Kokkos_DIR:PATH=//p' "$work/consumer-kvcanary-prefix-o
 kv_log "with only the kvcanary prefix, the config re-found Kokkos at $found_kokkos"
 
 if [ "$has_cli" = 1 ]; then
-  # SPEC §6 "aggregate" as a kvcanary-plan case: `check` exits 0 only when library and reference agree.
+  # SPEC §6 "aggregate" as a kvcanary plan case: `check` exits 0 only when library and reference agree.
   rows=()
   for rp in 0 1 2 3; do rows+=("[$(seq -s, $((rp * 32)) $((rp * 32 + 31)))]"); done
   case_json=$work/aggregate.json
   printf '{"req_pool_indices": [1, 2, 3, 1], "prefix_lens": [0, 3, 8, 15], "extend_seq_lens": [4, 1, 1, 1],
  "req_to_token": [%s], "verify_capacity": 128, "write_req_capacity": 8}\n' "$(IFS=,; echo "${rows[*]}")" > "$case_json"
-  kv_log "installed kvcanary-plan check (relocated tree)"
-  OMP_PROC_BIND=false "$moved/bin/kvcanary-plan" check "$case_json" || kv_die "the installed kvcanary-plan check failed"
+  kv_log "installed kvcanary check (relocated tree)"
+  OMP_PROC_BIND=false "$moved/bin/kvcanary" check "$case_json" || kv_die "the installed kvcanary check failed"
 fi
 
 next_major=$(( ${version%%.*} + 1 )).0

@@ -61,7 +61,7 @@ if has build; then
     || { tail -30 "$REPORT_DIR/configure.log"; say "FAILED: configure"; exit 1; }
   # The GPU's targets only: the host backends' tests run in CI.
   cmake --build "$BUILD" -j "$JOBS" --target kvcanary_unit_tests_cuda kvcanary_unit_tests_cuda_graph \
-        kvcanary-plan kvcanary_perf_cuda > "$REPORT_DIR/build.log" 2>&1 \
+        kvcanary-cli kvcanary_perf_cuda > "$REPORT_DIR/build.log" 2>&1 \
     || { grep -E "error|FAILED" "$REPORT_DIR/build.log" | head -30; say "FAILED: build"; exit 1; }
   say "build: Kokkos $((t1 - t0)) s, kvcanary + tests + perf $(( $(date +%s) - t1 )) s"
 fi

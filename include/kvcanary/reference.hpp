@@ -2,7 +2,7 @@
 #define KVCANARY_REFERENCE_HPP
 
 // reference::plan(): the serial host model of SPEC §4, written straight from the text on std::vector.
-// It is the oracle of the tests and of `kvcanary-plan check`; it shares nothing with the kernels
+// It is the oracle of the tests and of `kvcanary check`; it shares nothing with the kernels
 // except the host-side shape checks (shape_checks.hpp), so both reject the same calls the same way.
 
 #include <kvcanary/shape_checks.hpp>

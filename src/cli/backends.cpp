@@ -45,6 +45,21 @@ const char* algorithm_name(EntriesAlgorithm algorithm) {
   }
 }
 
+CanaryAlgorithm parse_canary_algorithm(const std::string& name) {
+  if (name == "default") return CanaryAlgorithm::Default;
+  if (name == "portable") return CanaryAlgorithm::Portable;
+  if (name == "cuda") return CanaryAlgorithm::Cuda;
+  throw UsageError("unknown canary algorithm '" + name + "' (expected default, portable or cuda)");
+}
+
+const char* canary_algorithm_name(CanaryAlgorithm algorithm) {
+  switch (algorithm) {
+    case CanaryAlgorithm::Portable: return "portable";
+    case CanaryAlgorithm::Cuda: return "cuda";
+    default: return "default";
+  }
+}
+
 std::string describe_execution_space(const std::optional<std::string>& backend) {
   std::string text;
   with_execution_space(backend, [&](const auto& space) {

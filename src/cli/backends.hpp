@@ -3,10 +3,12 @@
 
 // Backends and entries algorithms by name. A backend is one of serial, openmp, cuda, and only those
 // compiled into the Kokkos installation are accepted; no name means Kokkos::DefaultExecutionSpace.
-// --algorithm cuda-persistent is accepted everywhere: off CUDA the library falls back to the portable path.
+// --algorithm cuda-persistent (plan) and cuda (canary) are accepted everywhere: off CUDA the library falls
+// back to the portable path.
 
 #include "cli_error.hpp"
 
+#include <kvcanary/canary_types.hpp>
 #include <kvcanary/plan_types.hpp>
 #include <kvcanary/reference.hpp>
 
@@ -28,6 +30,10 @@ std::string checked_backend(const std::string& name);
 // default | portable | cuda-persistent; throws UsageError otherwise.
 EntriesAlgorithm parse_algorithm(const std::string& name);
 const char* algorithm_name(EntriesAlgorithm algorithm);
+
+// The canary stages' algorithm: default | portable | cuda; throws UsageError otherwise.
+CanaryAlgorithm parse_canary_algorithm(const std::string& name);
+const char* canary_algorithm_name(CanaryAlgorithm algorithm);
 
 // Calls function(space) with a default-constructed instance of the named execution space (or of
 // Kokkos::DefaultExecutionSpace when `backend` is empty). Kokkos must be initialized.

@@ -47,7 +47,7 @@ reference::Outputs poisoned_outputs_for(const CaseFile& file) {
   const Case& first = file.steps.front();  // the steps share their capacities (parse_case_file)
   if (first.write_req_capacity > kMaxWriteReqCapacity)
     throw RejectedInput("write_req_capacity is " + std::to_string(first.write_req_capacity) +
-                        ", above kvcanary-plan's limit of " + std::to_string(kMaxWriteReqCapacity) +
+                        ", above kvcanary's limit of " + std::to_string(kMaxWriteReqCapacity) +
                         " (write_offsets is printed whole)");
   for (std::size_t i = 0; i < file.steps.size(); ++i) {
     try {
@@ -63,7 +63,7 @@ reference::Outputs poisoned_outputs_for(const CaseFile& file) {
   if (verify_entries > kMaxVerifyEntries)
     throw RejectedInput("the verify arrays would need " + std::to_string(verify_entries) +
                         " entries (verify_capacity " + std::to_string(first.verify_capacity) +
-                        ", capped by the batch's prefix tokens), above kvcanary-plan's limit of " +
+                        ", capped by the batch's prefix tokens), above kvcanary's limit of " +
                         std::to_string(kMaxVerifyEntries));
   // A multi-step file prints every step and then the last one again. No overflow: each term is bounded by
   // the limits above and the steps by the input size.
@@ -73,8 +73,18 @@ reference::Outputs poisoned_outputs_for(const CaseFile& file) {
   if (printed > kMaxPrintedEntries)
     throw RejectedInput("the output could hold " + std::to_string(printed) + " array entries" +
                         (file.multi_step ? " over " + std::to_string(file.steps.size()) + " steps" : "") +
-                        ", above kvcanary-plan's limit of " + std::to_string(kMaxPrintedEntries));
+                        ", above kvcanary's limit of " + std::to_string(kMaxPrintedEntries));
   return reference::make_outputs(verify_entries, first.write_req_capacity, kPoison);
+}
+
+reference::Outputs poisoned_outputs_for(const CaseFile& file, const std::string& path) {
+  try {
+    return poisoned_outputs_for(file);
+  } catch (const std::invalid_argument& e) {  // the library's checks; bad_alloc goes on to main
+    throw RejectedInput(path + ": " + e.what());
+  } catch (const RejectedInput& e) {
+    throw RejectedInput(path + ": " + e.what());
+  }
 }
 
 }  // namespace cli

@@ -10,6 +10,7 @@
 #include <kvcanary/reference.hpp>
 
 #include <cstdint>
+#include <string>
 
 namespace kvcanary {
 namespace cli {
@@ -23,6 +24,9 @@ constexpr std::int64_t kPoison = static_cast<std::int64_t>(0xDEADBEEFDEADBEEFull
 // then the CLI's other limits (limits.hpp), and returns poisoned outputs for the whole file.
 // Throws std::invalid_argument (the library's message) or RejectedInput; allocates nothing before that.
 reference::Outputs poisoned_outputs_for(const CaseFile& file);
+
+// The same, with every rejection (the library's checks included) thrown as RejectedInput naming `path`.
+reference::Outputs poisoned_outputs_for(const CaseFile& file, const std::string& path);
 
 }  // namespace cli
 }  // namespace kvcanary

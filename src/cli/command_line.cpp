@@ -10,6 +10,27 @@ namespace cli {
 
 namespace {
 
+// One row per subcommand; a new one (e.g. `simulate`) is a row here, a case in main.cpp's dispatch and
+// a line in usage_text().
+struct Subcommand {
+  const char* name;
+  Command command;
+  bool reads_case;               // takes one FILE.json
+  bool takes_canary_algorithm;   // --canary-algorithm
+};
+
+constexpr Subcommand kSubcommands[] = {
+    {"plan", Command::Plan, true, false},    {"check", Command::Check, true, true},
+    {"demo", Command::Demo, false, false},   {"verify", Command::Verify, true, false},
+    {"write", Command::Write, true, false},  {"step", Command::Step, true, true},
+};
+
+std::string subcommand_list() {
+  std::string list;
+  for (const Subcommand& s : kSubcommands) list += std::string(list.empty() ? "" : ", ") + s.name;
+  return list;
+}
+
 int parse_iterations(const std::string& text) {
   std::size_t used = 0;
   long value = 0;
@@ -26,24 +47,32 @@ int parse_iterations(const std::string& text) {
 }  // namespace
 
 const char* usage_text() {
-  return R"(kvcanary-plan: build kvcanary's VerifyPlan and WritePlan for one case (SPEC section 5)
+  return R"(kvcanary: the KV-cache canary's plan, verify and write stages on one JSON case
 
 Usage:
-  kvcanary-plan run   [--backend B] [--algorithm A] FILE.json   print the plan as JSON
-  kvcanary-plan check [--backend B] [--algorithm A] FILE.json   compare the library with the reference
-  kvcanary-plan demo  [--backend B] [--algorithm A] [--iterations N]
-                                                                time a built-in synthetic batch
-  kvcanary-plan --help | --version
+  kvcanary plan   [--backend B] [--algorithm A] FILE.json    print the plan (SPEC section 5)
+  kvcanary verify [--backend B] [--algorithm C] FILE.json    verify a canary buffer (SPEC-CANARY 5)
+  kvcanary write  [--backend B] [--algorithm C] FILE.json    write a step's records (SPEC-CANARY 4)
+  kvcanary step   [--backend B] [--algorithm A] [--canary-algorithm C] FILE.json
+                                                             plan -> verify -> write in one call
+  kvcanary check  [--backend B] [--algorithm A|C] [--canary-algorithm C] FILE.json
+                                                             compare the library with the reference
+  kvcanary demo   [--backend B] [--algorithm A] [--iterations N]
+                                                             time a built-in synthetic batch's plan
+  kvcanary --help | --version
 
 Options:
   --backend B     serial | openmp | cuda (only those compiled into Kokkos);
                   default: Kokkos::DefaultExecutionSpace
-  --algorithm A   default | portable | cuda-persistent (entries path; off CUDA, cuda-persistent
-                  falls back to portable)
+  --algorithm A   plan, step, demo: the plan's entries path, default | portable | cuda-persistent
+                  (off CUDA, cuda-persistent falls back to portable)
+  --algorithm C   verify, write: the canary stages' path, default | portable | cuda (off CUDA, cuda
+                  falls back to portable); check: A for a plan or step case, C for a verify or write case
+  --canary-algorithm C   step, check of a step case: the verify and write stages' path
   --iterations N  demo: timed plan() calls after one warm-up (default 20)
   FILE "-" reads standard input.
 
-Case file: a JSON object with the SPEC section 2 inputs
+Plan case (plan; SPEC section 2 inputs):
   req_pool_indices, prefix_lens, extend_seq_lens   arrays of int64 (required)
   req_to_token                                     array of rows of int32, rows of equal length (required)
   verify_capacity, write_req_capacity              int64 (required: capacities are inputs, no default)
@@ -51,12 +80,30 @@ Case file: a JSON object with the SPEC section 2 inputs
   full_to_swa_index_mapping                        array of int64 (missing or null: no LUT)
   req_to_verify_expected_tokens                    array of rows of int32 (missing or null: no pool)
   req_to_verify_expected_tokens_valid_lens         array of int64 (missing or null: absent)
-Keys starting with '_' are ignored; any other key is an error. {"steps": [case, ...]} runs the
-cases in order on one set of outputs (equal capacities); `run` then prints the last step's plan
-plus "steps", every step's plan with "write_seed_slot_indices_all".
+{"steps": [case, ...]} plans the cases in order on one set of outputs (equal capacities); `plan` then
+prints the last step's plan plus "steps", every step's plan with "write_seed_slot_indices_all".
+
+Canary cases (SPEC-CANARY section 9):
+  verify   canary_buffer, verify_plan, [check_expected_token, kernel_kind, ring_capacity, real_kv]
+  write    canary_buffer, write_plan, input_ids, positions, out_cache_loc,
+           [expected_input_ids + expected_positions, chain_position_assert, kernel_kind, ring_capacity, real_kv]
+  step     a plan case plus the write keys other than write_plan, and check_expected_token
+  canary_buffer   array of [token, position, prev_hash, real_kv_hash] (int64), one per slot
+  verify_plan     verify_num_valid, enable, verify_slot_indices, verify_expected_tokens,
+                  verify_expected_positions, verify_prev_slot_indices (arrays of one length: the capacity)
+  write_plan      write_offsets (capacity + 1 entries), write_seed_slot_indices, write_num_valid_reqs
+  kernel_kind     a launch tag name (default HEAD_K_FULL); ring_capacity >= 0 (default 1024)
+  real_kv         {"mode": "none"|"partial"|"all", "sources": [{"page_size", "bytes_per_token",
+                  "read_bytes", "rows": [[byte, ...], ...]}, ...]}
+They print {"canary_buffer", "ring": {"count", "capacity", "rows"}, "slot_run_counter",
+"kernel_run_counter", "report", "report_dropped"} (step: and the plan's keys), ring rows sorted.
+`check` tells a case's kind by its keys: verify_plan -> verify, write_plan -> write, canary_buffer
+alone -> step, none of them -> plan.
+Keys starting with '_' are ignored; any other unknown key is an error.
 Limits (docs/cli-limits.md; they keep memory under 1.5 GiB): a case file of at most 32 MiB;
-write_req_capacity <= 2^22; verify arrays are allocated with min(verify_capacity, prefix
-tokens of the batch) entries, which must be <= 2^23; run prints at most 2^26 array entries.
+write_req_capacity <= 2^22; plan verify arrays are allocated with min(verify_capacity, prefix
+tokens of the batch) entries, which must be <= 2^23; plan prints at most 2^26 array entries;
+canary_buffer <= 2^21 slots; ring_capacity <= 2^20; token arrays <= 2^22 entries.
 
 Exit status: 0 success (check: library and reference agree); 1 check or demo found a disagreement;
 2 rejected input or command line (one line on stderr); 3 internal error.
@@ -66,7 +113,7 @@ Exit status: 0 success (check: library and reference agree); 1 check or demo fou
 CommandLine parse_command_line(int argc, const char* const* argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   CommandLine cl;
-  if (args.empty()) throw UsageError("missing command (run, check, demo, --help or --version)");
+  if (args.empty()) throw UsageError("missing command (" + subcommand_list() + ", --help or --version)");
 
   const std::string& command = args.front();
   if (command == "--help" || command == "-h" || command == "help") return cl;
@@ -75,10 +122,13 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
     cl.command = Command::Version;
     return cl;
   }
-  if (command == "run") cl.command = Command::Run;
-  else if (command == "check") cl.command = Command::Check;
-  else if (command == "demo") cl.command = Command::Demo;
-  else throw UsageError("unknown command '" + command + "' (expected run, check, demo, --help or --version)");
+  const Subcommand* subcommand = nullptr;
+  for (const Subcommand& s : kSubcommands)
+    if (command == s.name) subcommand = &s;
+  if (subcommand == nullptr)
+    throw UsageError("unknown command '" + command + "' (expected " + subcommand_list() + ", --help or --version)");
+  cl.command = subcommand->command;
+  cl.name = command;
 
   std::vector<std::string> positional;
   bool seen_iterations = false;
@@ -95,7 +145,7 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
     }
     const std::size_t equals = arg.find('=');
     const std::string name = arg.substr(0, equals);
-    if (name != "--backend" && name != "--algorithm" && name != "--iterations")
+    if (name != "--backend" && name != "--algorithm" && name != "--iterations" && name != "--canary-algorithm")
       throw UsageError("unknown option '" + arg + "'");
     std::string value;
     if (equals != std::string::npos) {
@@ -107,22 +157,48 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
     if (name == "--backend") {
       cl.backend = checked_backend(value);
     } else if (name == "--algorithm") {
-      cl.algorithm = parse_algorithm(value);
+      cl.algorithm = value;
+    } else if (name == "--canary-algorithm") {
+      if (!subcommand->takes_canary_algorithm)
+        throw UsageError("--canary-algorithm is an option of step and check (" + command + " takes --algorithm)");
+      cl.canary_algorithm = value;
     } else {
       cl.iterations = parse_iterations(value);
       seen_iterations = true;
     }
   }
 
-  if (cl.command == Command::Demo) {
-    if (!positional.empty()) throw UsageError("demo takes no file, got '" + positional.front() + "'");
+  if (!subcommand->reads_case) {
+    if (!positional.empty()) throw UsageError(command + " takes no file, got '" + positional.front() + "'");
   } else {
     if (seen_iterations) throw UsageError("--iterations is an option of demo only");
     if (positional.empty()) throw UsageError(command + " needs a case file (FILE.json, or - for stdin)");
     if (positional.size() > 1) throw UsageError(command + " takes one case file, got also '" + positional[1] + "'");
     cl.file = positional.front();
   }
+  // The names are checked now where the stage is known; check checks them once it knows the case's kind.
+  if (cl.command == Command::Plan || cl.command == Command::Demo || cl.command == Command::Step) plan_algorithm(cl);
+  if (cl.command == Command::Verify) canary_algorithm(cl, CaseKind::Verify);
+  if (cl.command == Command::Write) canary_algorithm(cl, CaseKind::Write);
+  if (cl.command == Command::Step) canary_algorithm(cl, CaseKind::Step);
   return cl;
+}
+
+EntriesAlgorithm plan_algorithm(const CommandLine& cl) {
+  return cl.algorithm ? parse_algorithm(*cl.algorithm) : EntriesAlgorithm::Default;
+}
+
+CanaryAlgorithm canary_algorithm(const CommandLine& cl, CaseKind kind) {
+  if (kind == CaseKind::Plan) {
+    if (cl.canary_algorithm) throw UsageError("--canary-algorithm is for a verify, write or step case, not a plan case");
+    return CanaryAlgorithm::Default;
+  }
+  const std::optional<std::string>& name = kind == CaseKind::Step ? cl.canary_algorithm : cl.algorithm;
+  if (kind != CaseKind::Step && cl.canary_algorithm) {
+    if (cl.algorithm) throw UsageError("give the canary algorithm of a verify or write case once (--algorithm)");
+    return parse_canary_algorithm(*cl.canary_algorithm);
+  }
+  return name ? parse_canary_algorithm(*name) : CanaryAlgorithm::Default;
 }
 
 }  // namespace cli

@@ -1,13 +1,20 @@
 #ifndef KVCANARY_CLI_COMMAND_LINE_HPP
 #define KVCANARY_CLI_COMMAND_LINE_HPP
 
-// The command line of kvcanary-plan (SPEC §5), parsed without Kokkos so that a bad one costs nothing:
-//   kvcanary-plan run   [--backend B] [--algorithm A] FILE.json
-//   kvcanary-plan check [--backend B] [--algorithm A] FILE.json
-//   kvcanary-plan demo  [--backend B] [--algorithm A] [--iterations N]
-//   kvcanary-plan --help | --version
-// Options may come before or after FILE, as "--name value" or "--name=value"; FILE "-" is stdin.
+// The command line of `kvcanary` (SPEC §5, SPEC-CANARY §9), parsed without Kokkos so that a bad one costs
+// nothing:
+//   kvcanary plan   [--backend B] [--algorithm A] FILE.json     the plan (SPEC §5)
+//   kvcanary verify [--backend B] [--algorithm C] FILE.json     SPEC-CANARY §5 on one case
+//   kvcanary write  [--backend B] [--algorithm C] FILE.json     SPEC-CANARY §4 on one case
+//   kvcanary step   [--backend B] [--algorithm A] [--canary-algorithm C] FILE.json   plan -> verify -> write
+//   kvcanary check  [--backend B] [--algorithm A|C] [--canary-algorithm C] FILE.json   library vs reference
+//   kvcanary demo   [--backend B] [--algorithm A] [--iterations N]
+//   kvcanary --help | --version
+// A = the plan's entries algorithm, C = the canary stages' algorithm. Options may come before or after
+// FILE, as "--name value" or "--name=value"; FILE "-" is stdin. A subcommand is one row of kSubcommands
+// (command_line.cpp): its name, whether it reads a case and which options it takes.
 
+#include <kvcanary/canary_types.hpp>
 #include <kvcanary/plan_types.hpp>
 
 #include <optional>
@@ -16,18 +23,30 @@
 namespace kvcanary {
 namespace cli {
 
-enum class Command { Help, Version, Run, Check, Demo };
+enum class Command { Help, Version, Plan, Check, Demo, Verify, Write, Step };
+
+// What kind of case a file holds (check_command tells by its keys: canary_case.hpp).
+enum class CaseKind { Plan, Verify, Write, Step };
 
 struct CommandLine {
   Command command = Command::Help;
-  std::string file;                    // run, check
+  std::string name;                    // the subcommand as typed
+  std::string file;                    // every subcommand but demo
   std::optional<std::string> backend;  // empty: Kokkos::DefaultExecutionSpace
-  EntriesAlgorithm algorithm = EntriesAlgorithm::Default;
+  std::optional<std::string> algorithm;         // --algorithm, checked against the stage it names
+  std::optional<std::string> canary_algorithm;  // --canary-algorithm (step, check)
   int iterations = 20;  // demo: timed plan() calls
 };
 
 // Throws UsageError naming the offending argument.
 CommandLine parse_command_line(int argc, const char* const* argv);
+
+// The algorithms of a command line for a case of `kind`: --algorithm names the plan's entries algorithm
+// for plan, step and demo (and check of a plan or step case), and the canary algorithm for verify and write
+// (and check of such a case); --canary-algorithm names the canary algorithm of step. Throws UsageError
+// for a name that is not one of the stage's.
+EntriesAlgorithm plan_algorithm(const CommandLine& command_line);
+CanaryAlgorithm canary_algorithm(const CommandLine& command_line, CaseKind kind);
 
 const char* usage_text();
 

@@ -1,6 +1,8 @@
 #include "commands.hpp"
 
 #include "backends.hpp"
+#include "canary_case.hpp"
+#include "canary_commands.hpp"
 #include "case_outputs.hpp"
 #include "cli_error.hpp"
 #include "compare.hpp"
@@ -23,16 +25,10 @@ struct PreparedCase {
 };
 
 // Everything that can reject the case, before Kokkos starts.
-PreparedCase prepare(const std::string& path) {
+PreparedCase prepare(CaseFile file, const std::string& path) {
   PreparedCase prepared;
-  prepared.file = read_case_file(path);
-  try {
-    prepared.outputs = poisoned_outputs_for(prepared.file);
-  } catch (const std::invalid_argument& e) {  // the library's checks; RejectedInput and bad_alloc go on to main
-    throw RejectedInput(path + ": " + e.what());
-  } catch (const RejectedInput& e) {
-    throw RejectedInput(path + ": " + e.what());
-  }
+  prepared.file = std::move(file);
+  prepared.outputs = poisoned_outputs_for(prepared.file, path);
   return prepared;
 }
 
@@ -48,11 +44,11 @@ std::string scalars(const reference::Outputs& o) {
 
 }  // namespace
 
-int run_command(const CommandLine& command_line, std::ostream& out) {
-  PreparedCase prepared = prepare(command_line.file);
+int plan_command(const CommandLine& command_line, std::ostream& out) {
+  PreparedCase prepared = prepare(load_case(command_line.file, CaseKind::Plan).plan_file, command_line.file);
   const CaseFile& file = prepared.file;
   PlanOptions options;
-  options.algorithm = command_line.algorithm;
+  options.algorithm = plan_algorithm(command_line);
   const auto batch_size = [](const Case& step) {
     return static_cast<std::int64_t>(step.inputs.req_pool_indices.size());
   };
@@ -74,17 +70,20 @@ int run_command(const CommandLine& command_line, std::ostream& out) {
   return 0;
 }
 
-int check_command(const CommandLine& command_line, std::ostream& out) {
-  PreparedCase prepared = prepare(command_line.file);
+namespace {
+
+int check_plan(const CommandLine& command_line, CaseFile case_file, std::ostream& out) {
+  PreparedCase prepared = prepare(std::move(case_file), command_line.file);
   const CaseFile& file = prepared.file;
   PlanOptions options;
-  options.algorithm = command_line.algorithm;
+  options.algorithm = plan_algorithm(command_line);
+  canary_algorithm(command_line, CaseKind::Plan);  // refuses --canary-algorithm
   reference::Outputs expected = prepared.outputs;
   reference::Outputs library = std::move(prepared.outputs);
 
   Kokkos::ScopeGuard kokkos(kokkos_arguments());
   const std::string who = "library (" + describe_execution_space(command_line.backend) + "; algorithm " +
-                          algorithm_name(command_line.algorithm) + ")";
+                          algorithm_name(options.algorithm) + ")";
   for (std::size_t i = 0; i < file.steps.size(); ++i) {
     const Case& step = file.steps[i];
     std::string library_error, reference_error;
@@ -115,6 +114,14 @@ int check_command(const CommandLine& command_line, std::ostream& out) {
         << " agrees with the reference on every output element (" << scalars(library) << ")\n";
   }
   return 0;
+}
+
+}  // namespace
+
+int check_command(const CommandLine& command_line, std::ostream& out) {
+  LoadedCase loaded = load_case(command_line.file, std::nullopt);
+  if (loaded.kind == CaseKind::Plan) return check_plan(command_line, std::move(loaded.plan_file), out);
+  return check_canary_case(command_line, std::move(loaded.canary), out);
 }
 
 }  // namespace cli

@@ -140,7 +140,7 @@ int demo_command(const CommandLine& command_line, std::ostream& out) {
   reference::plan(in, expected);
 
   PlanOptions options;
-  options.algorithm = command_line.algorithm;
+  options.algorithm = plan_algorithm(command_line);
   Kokkos::ScopeGuard kokkos(kokkos_arguments());
   Timing timing;
   with_execution_space(command_line.backend, [&](const auto& space) {
@@ -156,9 +156,9 @@ int demo_command(const CommandLine& command_line, std::ostream& out) {
   const double seconds = median(timing.seconds);
   const std::int64_t write_tokens = got.write_offsets.empty() ? 0 : got.write_offsets[kBatchSize];
 
-  out << "kvcanary-plan demo (kvcanary " << KVCANARY_VERSION_STRING << ")\n"
+  out << "kvcanary demo (kvcanary " << KVCANARY_VERSION_STRING << ")\n"
       << "  backend         " << timing.space << (command_line.backend ? "" : " (Kokkos::DefaultExecutionSpace)")
-      << "; entries algorithm " << algorithm_name(command_line.algorithm) << '\n'
+      << "; entries algorithm " << algorithm_name(options.algorithm) << '\n'
       << "  batch           " << kBatchSize << " requests: " << batch.decode_rows << " decode (prefix 1024-4096), "
       << batch.prefill_rows << " prefill (prefix 0-512, extend 128-1024), " << batch.padding_rows
       << " padding; seed " << kSeed << '\n'

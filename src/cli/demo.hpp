@@ -1,7 +1,7 @@
 #ifndef KVCANARY_CLI_DEMO_HPP
 #define KVCANARY_CLI_DEMO_HPP
 
-// `kvcanary-plan demo` (SPEC §5): a built-in synthetic batch (fixed seed) planned on one backend,
+// `kvcanary demo` (SPEC §5): a built-in synthetic batch (fixed seed) planned on one backend,
 // timed, and checked against the reference.
 
 #include "command_line.hpp"

@@ -25,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,11 @@ struct CaseFile {
   std::vector<Case> steps;  // one entry for a plain case
   bool multi_step = false;  // the file used {"steps": [...]}
 };
+
+// One plan case (an object); `prefix` goes before key names in messages ("steps[1]."). Keys of
+// `also_allowed` are let through unread (a `step` case holds a plan case and the canary keys).
+Case parse_plan_case(const nlohmann::json& object, const std::string& prefix,
+                     const std::set<std::string>& also_allowed = {});
 
 // Reads and parses a file ("-" is stdin; the text's own checks are json_text.hpp's). Throws RejectedInput with
 // one line naming the file and the problem.

@@ -40,7 +40,7 @@ std::string read_bounded(std::istream& in, const std::string& name) {
     in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
     text.append(chunk.data(), static_cast<std::size_t>(in.gcount()));
     if (static_cast<std::int64_t>(text.size()) > kMaxInputBytes)
-      throw RejectedInput(name + ": larger than kvcanary-plan's input limit of " + std::to_string(kMaxInputBytes) +
+      throw RejectedInput(name + ": larger than kvcanary's input limit of " + std::to_string(kMaxInputBytes) +
                           " bytes");
   }
   if (in.bad()) throw RejectedInput(name + ": cannot read");

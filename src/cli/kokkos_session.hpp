@@ -1,9 +1,9 @@
 #ifndef KVCANARY_CLI_KOKKOS_SESSION_HPP
 #define KVCANARY_CLI_KOKKOS_SESSION_HPP
 
-// How kvcanary-plan starts Kokkos: only once the command line and the case are known to be good, and
+// How kvcanary starts Kokkos: only once the command line and the case are known to be good, and
 // quietly (Kokkos' OMP_PROC_BIND warning would break "one line on stderr"). Threads come from the
-// environment (OMP_NUM_THREADS); kvcanary-plan's own arguments are not passed to Kokkos.
+// environment (OMP_NUM_THREADS); kvcanary's own arguments are not passed to Kokkos.
 
 #include <Kokkos_Core.hpp>
 

@@ -1,7 +1,7 @@
 #ifndef KVCANARY_CLI_LIMITS_HPP
 #define KVCANARY_CLI_LIMITS_HPP
 
-// kvcanary-plan's limits (docs/cli-limits.md). Each is checked before the memory it bounds is allocated;
+// kvcanary's limits (docs/cli-limits.md). Each is checked before the memory it bounds is allocated;
 // together they keep the tool's peak memory under 1.5 GiB whatever the input, so that a hostile
 // case is refused with one line instead of exhausting the machine.
 
@@ -25,6 +25,20 @@ constexpr std::int64_t kMaxVerifyEntries = std::int64_t{1} << 23;
 // Array entries `run` may print, over all steps, counted from the same bounds before anything runs:
 // printing streams, so this bounds the output (at most 21 bytes an entry) and the run time, not memory.
 constexpr std::int64_t kMaxPrintedEntries = std::int64_t{1} << 26;
+
+// Canary cases (SPEC-CANARY §9). The text bounds what it holds (canary_buffer, token arrays, real_kv bytes,
+// plan arrays), but not the ring, whose capacity is one number: every limit is checked before the memory it
+// bounds is allocated, and they keep a verify, write or step case (and its check) under the same 1.5 GiB.
+
+// canary_buffer records: 32 bytes each, held ~6 times at once by `check` (case, library upload and
+// download, reference, outputs), and printed (4 entries a slot).
+constexpr std::int64_t kMaxCanarySlots = std::int64_t{1} << 21;
+
+// ring_capacity: the library allocates capacity rows of 64 bytes (and a host mirror); rows printed.
+constexpr std::int64_t kMaxRingCapacity = std::int64_t{1} << 20;
+
+// Each token array (input_ids, positions, out_cache_loc, expected_*): 8 bytes an entry, a few copies.
+constexpr std::int64_t kMaxTokens = std::int64_t{1} << 22;
 
 }  // namespace cli
 }  // namespace kvcanary

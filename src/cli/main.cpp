@@ -1,7 +1,8 @@
-// kvcanary-plan: the command-line face of kvcanary (SPEC §5). Exit status: 0 success; 1 a disagreement
+// kvcanary: the command-line face of kvcanary (SPEC §5, SPEC-CANARY §9). Exit status: 0 success; 1 a disagreement
 // (check, demo); 2 a rejected command line or input, with exactly one line on stderr; 3 an internal error.
 // Nothing escapes main: every exception becomes one of these.
 
+#include "canary_commands.hpp"
 #include "cli_error.hpp"
 #include "command_line.hpp"
 #include "commands.hpp"
@@ -46,12 +47,12 @@ std::optional<std::string> kokkos_allocation_failure(const std::exception& e) {
 
 std::string out_of_memory(const std::string& what) {
   return "rejected input: out of memory (" + what +
-         "; within its limits kvcanary-plan needs up to 1.5 GiB: docs/cli-limits.md)";
+         "; within its limits kvcanary needs up to 1.5 GiB: docs/cli-limits.md)";
 }
 
 int fail(int status, const std::string& message) {
   std::cout.flush();
-  std::cerr << "kvcanary-plan: " << printable(message) << std::endl;
+  std::cerr << "kvcanary: " << printable(message) << std::endl;
   return status;
 }
 
@@ -60,10 +61,13 @@ int dispatch(int argc, char** argv) {
   const CommandLine command_line = parse_command_line(argc, argv);
   switch (command_line.command) {
     case Command::Help: std::cout << usage_text(); return 0;
-    case Command::Version: std::cout << "kvcanary-plan " << KVCANARY_VERSION_STRING << '\n'; return 0;
-    case Command::Run: return run_command(command_line, std::cout);
+    case Command::Version: std::cout << "kvcanary " << KVCANARY_VERSION_STRING << '\n'; return 0;
+    case Command::Plan: return plan_command(command_line, std::cout);
     case Command::Check: return check_command(command_line, std::cout);
     case Command::Demo: return demo_command(command_line, std::cout);
+    case Command::Verify: return canary_command(command_line, CaseKind::Verify, std::cout);
+    case Command::Write: return canary_command(command_line, CaseKind::Write, std::cout);
+    case Command::Step: return canary_command(command_line, CaseKind::Step, std::cout);
   }
   return 3;
 }
@@ -77,7 +81,7 @@ int main(int argc, char** argv) {
     if (!std::cout) return fail(3, "error: cannot write to standard output");
     return status;
   } catch (const kvcanary::cli::UsageError& e) {
-    return fail(2, std::string("usage error: ") + e.what() + " (see kvcanary-plan --help)");
+    return fail(2, std::string("usage error: ") + e.what() + " (see kvcanary --help)");
   } catch (const kvcanary::cli::RejectedInput& e) {
     return fail(2, std::string("rejected input: ") + e.what());
   } catch (const std::invalid_argument& e) {  // the library's host-side checks (SPEC §4)

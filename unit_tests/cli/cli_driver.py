@@ -1,10 +1,18 @@
 #!/usr/bin/env python3
-"""End-to-end checks of kvcanary-plan (python3 stdlib only); ctest calls one mode per test.
+"""End-to-end checks of kvcanary (python3 stdlib only); ctest calls one mode per test.
 
-  cli_driver.py plan    TOOL CASE.json [TOOL OPTIONS...]  `run` prints a SPEC 5 plan that holds "_expected"
+  cli_driver.py plan    TOOL CASE.json [TOOL OPTIONS...]  `plan` prints a SPEC 5 plan that holds "_expected"
                                                           (from the file and from standard input alike)
-  cli_driver.py reject  TOOL CASE.json [TOOL OPTIONS...]  `run` and `check` both exit 2, one stderr line
-                                                          containing the case's "_expect_error"
+  cli_driver.py canary  TOOL CASE.json [TOOL OPTIONS...]  the case's "_command" (verify, write, step) prints a
+                                                          SPEC-CANARY 9 output that holds "_expected" (file and
+                                                          stdin alike)
+  cli_driver.py sequence TOOL CASE.json [TOOL OPTIONS...] the cases of "_sequence" in order, each taking the
+                                                          canary_buffer printed by the one before (after
+                                                          "_corrupt") when it has none; each output holds its
+                                                          "_expected", and `check` agrees on each case
+  cli_driver.py reject  TOOL CASE.json [TOOL OPTIONS...]  the case's "_command" (default plan) and `check` both
+                                                          exit 2, one stderr line containing the case's
+                                                          "_expect_error" ("_check_error" for check if given)
   cli_driver.py fails   TOOL TEXT ARGS...                 exit 2, nothing on stdout, one stderr line containing TEXT
   cli_driver.py prints  TOOL TEXT ARGS...                 exit 0, nothing on stderr, stdout containing TEXT
   cli_driver.py bounded TOOL MIB CASE TEXT COMMAND        `COMMAND CASE` peaks under MIB MiB of memory and exits 0
@@ -90,36 +98,98 @@ def first_mismatch(expected, actual, path):
     return None
 
 
+def one_json_line(tool, command, case, options):
+    """`tool command [options] case`, which must exit 0 with one line of JSON and nothing on stderr; the same
+    through standard input. Returns the parsed output and the text."""
+    rc, out, err = call(tool, [command] + options + [case])
+    if rc != 0 or err:
+        raise Failure("%s: expected exit 0 and an empty stderr\n%s" % (command, show(rc, out, err)))
+    if out.count("\n") != 1:
+        raise Failure("%s: expected one line of JSON\n%s" % (command, show(rc, out, err)))
+    with open(case, "rb") as f:  # the same through standard input
+        stdin_rc, stdin_out, stdin_err = call(tool, [command] + options + ["-"], stdin=f)
+    if (stdin_rc, stdin_out, stdin_err) != (rc, out, err):
+        raise Failure("%s - < CASE differs from %s CASE\n%s" % (command, command, show(stdin_rc, stdin_out, stdin_err)))
+    return json.loads(out), (rc, out, err)
+
+
 def mode_plan(tool, case, options):
     with open(case) as f:
         expected = json.load(f)["_expected"]
-    rc, out, err = call(tool, ["run"] + options + [case])
-    if rc != 0 or err:
-        raise Failure("run: expected exit 0 and an empty stderr\n" + show(rc, out, err))
-    if out.count("\n") != 1:
-        raise Failure("run: expected one line of JSON\n" + show(rc, out, err))
-    plan = json.loads(out)
+    plan, shown = one_json_line(tool, "plan", case, options)
     check_shape(plan)
     for i, step in enumerate(plan.get("steps", [])):
         check_shape(step, "steps[%d]" % i)
     found = first_mismatch(expected, plan, "plan")
     if found:
-        raise Failure("run disagrees with SPEC: " + found + "\n" + show(rc, out, err))
-    with open(case, "rb") as f:  # the same through standard input
-        stdin_rc, stdin_out, stdin_err = call(tool, ["run"] + options + ["-"], stdin=f)
-    if (stdin_rc, stdin_out, stdin_err) != (rc, out, err):
-        raise Failure("run - < CASE differs from run CASE\n" + show(stdin_rc, stdin_out, stdin_err))
+        raise Failure("plan disagrees with SPEC: " + found + "\n" + show(*shown))
+
+
+def check_canary_shape(output):
+    """SPEC-CANARY 9: rows sorted, min(count, capacity) of them, one report line per row less those dropped."""
+    ring = output["ring"]
+    rows = ring["rows"]
+    if len(rows) != min(ring["count"], ring["capacity"]):
+        raise Failure("ring holds %d rows, expected min(count, capacity)" % len(rows))
+    if any(len(row) != 8 for row in rows) or rows != sorted(rows):
+        raise Failure("ring rows are not sorted rows of 8 fields")
+    if len(output["report"]) + output["report_dropped"] != len(rows):
+        raise Failure("report has %d lines and dropped %d, for %d rows"
+                      % (len(output["report"]), output["report_dropped"], len(rows)))
+    for key in ("slot_run_counter", "kernel_run_counter"):
+        if not isinstance(output[key], int):
+            raise Failure(key + " missing")
+
+
+def run_canary(tool, command, case, expected, options):
+    output, shown = one_json_line(tool, command, case, options)
+    check_canary_shape(output)
+    found = first_mismatch(expected, output, command)
+    if found:
+        raise Failure("%s disagrees with SPEC-CANARY: %s\n%s" % (command, found, show(*shown)))
+    return output
+
+
+def mode_canary(tool, case, options):
+    with open(case) as f:
+        document = json.load(f)
+    run_canary(tool, document["_command"], case, document["_expected"], options)
+
+
+def mode_sequence(tool, case, options):
+    with open(case) as f:
+        steps = json.load(f)["_sequence"]
+    buffer = None
+    with tempfile.TemporaryDirectory() as directory:
+        for i, step in enumerate(steps):
+            step = dict(step)
+            if "canary_buffer" not in step:
+                for slot, field, value in step.pop("_corrupt", []):
+                    buffer[slot][field] = value
+                step["canary_buffer"] = buffer
+            path = os.path.join(directory, "step%d.json" % i)
+            with open(path, "w") as f:
+                json.dump(step, f)
+            try:
+                buffer = run_canary(tool, step["_command"], path, step.get("_expected", {}), options)["canary_buffer"]
+                rc, out, err = call(tool, ["check"] + options + [path])
+                if rc != 0 or err:
+                    raise Failure("check: expected exit 0 (library and reference agree)\n" + show(rc, out, err))
+            except Failure as failure:
+                raise Failure("_sequence[%d]: %s" % (i, failure))
 
 
 def mode_reject(tool, case, options):
     with open(case) as f:
-        text = json.load(f)["_expect_error"]
-    for command in ("run", "check"):
-        rc, out, err = call(tool, [command] + options + [case])
-        expect_one_error_line(command, rc, out, err, text)
+        document = json.load(f)
+    command = document.get("_command", "plan")
+    for name, text in ((command, document["_expect_error"]),
+                       ("check", document.get("_check_error", document["_expect_error"]))):
+        rc, out, err = call(tool, [name] + options + [case])
+        expect_one_error_line(name, rc, out, err, text)
     with open(case, "rb") as f:  # the same through standard input
-        rc, out, err = call(tool, ["run"] + options + ["-"], stdin=f)
-    expect_one_error_line("run -", rc, out, err, text)
+        rc, out, err = call(tool, [command] + options + ["-"], stdin=f)
+    expect_one_error_line(command + " -", rc, out, err, document["_expect_error"])
 
 
 def decode_case(**changes):
@@ -156,6 +226,44 @@ LARGE_CASES = {
         '{"req_pool_indices": [1], "prefix_lens": [8300000], "extend_seq_lens": [1], "verify_capacity": %d, '
         '"write_req_capacity": %d, "req_to_token": [%s, %s]}' % (2 ** 23, 2 ** 22, zeros(8300000), zeros(8300000))),
 }
+
+
+def canary_buffer_text(slots, first=None):
+    """A canary_buffer of `slots` zero records ("[0,0,0,0]": 10 bytes a slot), slot 1 set to `first`."""
+    records = ["[0,0,0,0]"] * slots
+    if first is not None:
+        records[1] = json.dumps(first)
+    return "[" + ",".join(records) + "]"
+
+
+def compact(values):
+    return json.dumps(values, separators=(",", ":"))
+
+
+def verify_plan_text(entries, slot, position):
+    return ('{"verify_num_valid": %d, "enable": 1, "verify_slot_indices": %s, "verify_expected_tokens": %s, '
+            '"verify_expected_positions": %s, "verify_prev_slot_indices": %s}'
+            % (entries, compact([slot] * entries), compact([-1] * entries), compact([position] * entries),
+               compact([-1] * entries)))
+
+
+# The largest canary cases the limits accept (docs/cli-limits.md), and one past them.
+LARGE_CASES.update({
+    # 2^21 + 1 slots: refused before the records are converted
+    "canary_slots_above_limit": lambda: '{"canary_buffer": %s, "verify_plan": %s}' % (
+        canary_buffer_text(2 ** 21 + 1), verify_plan_text(1, 1, 0)),
+    # 2^21 slots and a full ring of 2^20 rows (2^20 + 5 violations, each with its report line): 30 MB of text
+    "verify_at_canary_limits": lambda: '{"canary_buffer": %s, "ring_capacity": %d, "verify_plan": %s}' % (
+        canary_buffer_text(2 ** 21, [5, 0, 0, 0]), 2 ** 20, verify_plan_text(2 ** 20 + 5, 1, 99)),
+    # step at every limit: 2^23 verify entries, write capacity 2^22, 2^21 slots, a full ring of 2^20 rows
+    "step_at_every_limit": lambda: (
+        '{"req_pool_indices": %s, "prefix_lens": %s, "extend_seq_lens": %s, "req_to_token": [%s, %s], '
+        '"verify_capacity": %d, "write_req_capacity": %d, "canary_buffer": %s, "ring_capacity": %d, '
+        '"input_ids": %s, "positions": %s, "out_cache_loc": %s}'
+        % (json.dumps([1] * 128), json.dumps([65536] * 128), json.dumps([1] * 128), zeros(65536),
+           json.dumps(list(range(65536))), 2 ** 23, 2 ** 22, canary_buffer_text(2 ** 21), 2 ** 20,
+           json.dumps(list(range(128))), json.dumps([65536] * 128), json.dumps(list(range(128))))),
+})
 
 
 def run_limited(tool, command, case, address_mib, keep_stdout):
@@ -201,6 +309,10 @@ def main(argv):
     try:
         if mode == "plan":
             mode_plan(tool, argv[3], argv[4:])
+        elif mode == "canary":
+            mode_canary(tool, argv[3], argv[4:])
+        elif mode == "sequence":
+            mode_sequence(tool, argv[3], argv[4:])
         elif mode == "reject":
             mode_reject(tool, argv[3], argv[4:])
         elif mode == "fails":

@@ -2,15 +2,18 @@
 """Writes the CLI's JSON case files (python3 stdlib only; rerun after editing, commit the output).
 
 facts/*.json    one case per fact of SPEC section 6 (plus a few more SPEC section 4 rules), each with
-                "_fact" (the SPEC row) and "_expected": the plan that `kvcanary-plan run` must print,
+                "_fact" (the SPEC row) and "_expected": the plan that `kvcanary plan` must print,
                 written from the SPEC table and section 4 formulas -- never by running the tool.
                 Keys of "_expected" that are absent are not checked; arrays are compared whole.
 reject/*.json   inputs that must exit 2 with one stderr line containing "_expect_error".
 malformed/*     texts that are not a JSON object (their expected errors are in ../CMakeLists.txt).
+canary/, sequences/, canary_reject/   the verify, write and step cases of SPEC-CANARY (canary_cases.py).
 """
 import json
 import os
 import sys
+
+import canary_cases
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -260,17 +263,13 @@ FACTS["int64_min_prefix_with_window_does_not_overflow"] = (
 DECODE = case([2], [7], [1])
 
 
+DROP = canary_cases.DROP
+
+
 def decode_with(**changes):
-    c = dict(DECODE)
-    for key, value in changes.items():
-        if value is DROP:
-            del c[key]
-        else:
-            c[key] = value
-    return c
+    return canary_cases.changed(DECODE, **changes)
 
 
-DROP = object()
 REJECT = {
     "missing_prefix_lens": (decode_with(prefix_lens=DROP), "prefix_lens: required key is missing"),
     "missing_req_to_token": (decode_with(req_to_token=DROP), "req_to_token: required key is missing"),
@@ -321,15 +320,15 @@ REJECT = {
     "verify_capacity_as_exponent_float": (decode_with(verify_capacity=1e12),
                                           "verify_capacity: expected an int64 integer"),
     "write_req_capacity_beyond_cli_limit": (decode_with(write_req_capacity=10 ** 12),
-                                            "above kvcanary-plan's limit of 4194304"),
+                                            "above kvcanary's limit of 4194304"),
     # capacity + 1 was computed before the limit was checked: signed overflow (UBSan) at INT64_MAX
     "write_req_capacity_at_int64_max": (decode_with(write_req_capacity=2 ** 63 - 1),
-                                        "write_req_capacity is 9223372036854775807, above kvcanary-plan's limit"),
+                                        "write_req_capacity is 9223372036854775807, above kvcanary's limit"),
     "verify_arrays_beyond_cli_limit": (case([1] * 1025, [8192] * 1025, [1] * 1025, rtt=[[0] * 8192, [0] * 8192],
                                             vcap=2 ** 31 - 1, wcap=1025),
-                                       "above kvcanary-plan's limit of 8388608"),
+                                       "above kvcanary's limit of 8388608"),
     "output_beyond_cli_limit": ({"steps": [decode_with(write_req_capacity=2 ** 22)] * 8},
-                                "array entries over 8 steps, above kvcanary-plan's limit of 67108864"),
+                                "array entries over 8 steps, above kvcanary's limit of 67108864"),
     "req_to_token_without_rows": (decode_with(req_to_token=[]), "req_to_token is 0 x 0"),
     "req_to_token_without_columns": (decode_with(req_to_token=[[], []]), "req_to_token is 2 x 0"),
     "steps_with_different_capacities": ({"steps": [DECODE, decode_with(verify_capacity=32)]},
@@ -363,7 +362,7 @@ def dump(document):
 
 
 def main():
-    for sub in ("facts", "reject", "malformed"):
+    for sub in ("facts", "reject", "malformed", "canary", "sequences", "canary_reject"):
         os.makedirs(os.path.join(HERE, sub), exist_ok=True)
     for name, (fact, inputs, expected) in FACTS.items():
         document = {"_fact": fact}
@@ -375,6 +374,15 @@ def main():
         document = dict(inputs, _expect_error=error) if isinstance(inputs, dict) else inputs
         with open(os.path.join(HERE, "reject", name + ".json"), "w") as f:
             f.write(dump(document))
+    for name, (fact, inputs, expected) in canary_cases.CANARY.items():
+        with open(os.path.join(HERE, "canary", name + ".json"), "w") as f:
+            f.write(dump(dict({"_fact": fact}, **inputs, _expected=expected)))
+    for name, (fact, steps) in canary_cases.SEQUENCES.items():
+        with open(os.path.join(HERE, "sequences", name + ".json"), "w") as f:
+            f.write(dump({"_fact": fact, "_sequence": steps}))
+    for name, (inputs, error) in canary_cases.CANARY_REJECT.items():
+        with open(os.path.join(HERE, "canary_reject", name + ".json"), "w") as f:
+            f.write(dump(dict(inputs, _expect_error=error)))
     # Texts that are not JSON objects: their expected errors are in CMakeLists.txt.
     malformed = {
         "malformed_json.json": '{"req_pool_indices": [2], "prefix_lens": [7,\n',
@@ -391,8 +399,9 @@ def main():
     for name, text in malformed.items():
         with open(os.path.join(HERE, "malformed", name), "w") as f:
             f.write(text)
-    print("wrote %d fact cases, %d rejected and %d malformed inputs under %s"
-          % (len(FACTS), len(REJECT), len(malformed), HERE),
+    print("wrote %d fact cases, %d rejected and %d malformed inputs, %d canary cases, %d sequences and %d rejected "
+          "canary inputs under %s" % (len(FACTS), len(REJECT), len(malformed), len(canary_cases.CANARY),
+                                      len(canary_cases.SEQUENCES), len(canary_cases.CANARY_REJECT), HERE),
           file=sys.stderr)
 
 
