@@ -88,7 +88,8 @@ class CanaryCaseGenerator {
       c.tokens.expected_positions = c.tokens.positions;
       for (std::int64_t i = 0; i < num_tokens; ++i) {
         if (chance(0.1)) (*c.tokens.expected_input_ids)[static_cast<std::size_t>(i)] += between(1, 3);
-        if (chance(0.1)) (*c.tokens.expected_positions)[static_cast<std::size_t>(i)] -= between(1, 3);
+        std::int64_t& expected_position = (*c.tokens.expected_positions)[static_cast<std::size_t>(i)];
+        if (chance(0.1) && expected_position > std::numeric_limits<std::int64_t>::min() + 3) expected_position -= between(1, 3);
       }
     }
     c.tokens.chain_position_assert = chance(0.7) ? 1 : 0;

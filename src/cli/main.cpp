@@ -37,11 +37,15 @@ std::string printable(const std::string& message) {
   return line;
 }
 
-// Kokkos 3.4 reports a View it cannot allocate as a std::runtime_error with this text (after catching its
-// own std::bad_alloc); it is an allocation failure all the same. Returns its first sentence, or null.
+// Kokkos reports a View it cannot allocate as a std::runtime_error (after catching its own std::bad_alloc):
+// "Kokkos failed to allocate memory ..." in 3.4, "Kokkos ERROR: Host memory space failed to allocate 64 MiB
+// (label=...)." from 4.x on (Kokkos::Experimental::BadAlloc in 5.2). It is an allocation failure all the
+// same. Returns its first sentence, or null.
 std::optional<std::string> kokkos_allocation_failure(const std::exception& e) {
   const std::string text = e.what();
-  if (text.rfind("Kokkos failed to allocate memory", 0) != 0) return std::nullopt;
+  const bool kokkos_3 = text.rfind("Kokkos failed to allocate memory", 0) == 0;
+  const bool kokkos_4 = text.rfind("Kokkos ERROR: ", 0) == 0 && text.find(" memory space failed to allocate ") != std::string::npos;
+  if (!kokkos_3 && !kokkos_4) return std::nullopt;
   return text.substr(0, text.find(".  "));
 }
 

@@ -106,6 +106,13 @@ struct Engine {
   }
 };
 
+// One record's token set on the device (a scalar deep_copy into a strided subview is not portable).
+struct SetToken {
+  Kokkos::View<std::int64_t**, Kokkos::LayoutStride, Memory> records;
+  std::int64_t slot, token;
+  KOKKOS_INLINE_FUNCTION void operator()(int) const { records(slot, kvcanary::kToken) = token; }
+};
+
 template <class T>
 void refill(const Space& space, const Kokkos::View<T*, Memory>& view, const std::vector<T>& values) {
   kvcanary::Impl::copy_into(space, view, values);
@@ -225,7 +232,8 @@ TEST_P(CanaryGraph, PlanVerifyWriteReplayStepAfterStep) {
           if (rp == 0 || engine.in.prefix_lens[r] <= 0) continue;
           const std::int64_t s = engine.in.req_to_token[rp * kCols + engine.uniform(0, engine.in.prefix_lens[r] - 1)];
           k_host[s].token += 1;
-          Kokkos::deep_copy(space, Kokkos::subview(k_buffer.records, s, int(kvcanary::kToken)), k_host[s].token);
+          Kokkos::parallel_for("test::corrupt", Kokkos::RangePolicy<Space>(space, 0, 1),
+                               SetToken{k_buffer.records, s, k_host[s].token});
           space.fence();
           ++corruptions;
           break;
