@@ -61,13 +61,14 @@ if has build; then
     || { tail -30 "$REPORT_DIR/configure.log"; say "FAILED: configure"; exit 1; }
   # The GPU's targets only: the host backends' tests run in CI.
   cmake --build "$BUILD" -j "$JOBS" --target kvcanary_unit_tests_cuda kvcanary_unit_tests_cuda_graph \
-        kvcanary-cli kvcanary_perf_cuda > "$REPORT_DIR/build.log" 2>&1 \
+        kvcanary-cli kvcanary_perf_cuda kvcanary_sim_tests_cuda > "$REPORT_DIR/build.log" 2>&1 \
     || { grep -E "error|FAILED" "$REPORT_DIR/build.log" | head -30; say "FAILED: build"; exit 1; }
   say "build: Kokkos $((t1 - t0)) s, kvcanary + tests + perf $(( $(date +%s) - t1 )) s"
 fi
 
 unit=$BUILD/unit_tests/kvcanary_unit_tests_cuda
 graph=$BUILD/unit_tests/cuda_graph/kvcanary_unit_tests_cuda_graph
+sim=$BUILD/unit_tests/sim/kvcanary_sim_tests_cuda
 
 gtest_line() {  # gtest_line NAME LOG RC
   local counts; counts=$(grep -E '^\[  (PASSED|FAILED)  \]|tests? ran' "$2" | tr '\n' ' ')
@@ -75,12 +76,12 @@ gtest_line() {  # gtest_line NAME LOG RC
 }
 
 if has test; then
-  for exe in "$unit" "$graph"; do
+  for exe in "$unit" "$graph" "$sim"; do
     name=$(basename "$exe")
     "$exe" --gtest_output="xml:$REPORT_DIR/$name.xml" > "$REPORT_DIR/$name.log" 2>&1
     rc=$?; [ $rc -eq 0 ] || status=1
     gtest_line "$name" "$REPORT_DIR/$name.log" $rc
-    grep -E '^\[ +graph +\]|FAILED|Failure' "$REPORT_DIR/$name.log" | head -20 | tee -a "$SUMMARY"
+    grep -E '^\[ +graph +\]|FAILED|Failure|what\(\)|Expected|Which is|Actual' "$REPORT_DIR/$name.log" | head -24 | tee -a "$SUMMARY"
   done
   # The CLI end to end, on the CUDA backend among others.
   (cd "$BUILD" && ctest -R '^cli' -j 8 > "$REPORT_DIR/cli.log" 2>&1)
