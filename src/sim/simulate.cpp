@@ -21,19 +21,7 @@ SimulationReport simulate(const SimulationOptions& options, const std::string& n
   if (backend == "openmp") return simulate(Kokkos::OpenMP{}, options);
 #endif
 #ifdef KOKKOS_ENABLE_CUDA
-  if (backend == "cuda") {
-    cudaStream_t stream;  // a user stream: graphs are captured on it, never on the legacy default stream
-    if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess)
-      throw std::runtime_error("kvcanary simulate: cudaStreamCreate failed");
-    try {
-      SimulationReport report = simulate(Kokkos::Cuda(stream), options);
-      cudaStreamDestroy(stream);
-      return report;
-    } catch (...) {
-      cudaStreamDestroy(stream);
-      throw;
-    }
-  }
+  if (backend == "cuda") return simulate(Kokkos::Cuda{}, options);  // on a user stream of its own (simulate.hpp)
 #endif
   throw std::invalid_argument("kvcanary simulate: backend '" + backend + "' is not in this build");
 }

@@ -17,7 +17,9 @@
 #include <chrono>
 #include <map>
 #include <optional>
+#include <stdexcept>
 #include <string>
+#include <type_traits>
 
 namespace kvcanary {
 namespace sim {
@@ -35,12 +37,38 @@ inline std::vector<GroupRow> sorted(std::vector<GroupRow> rows) {
   return rows;
 }
 
+#ifdef KOKKOS_ENABLE_CUDA
+// run(Kokkos::Cuda(stream)) on a user stream of its own, destroyed after: CUDA graphs cannot be captured
+// on the legacy default stream, which a default-constructed Kokkos::Cuda may use.
+template <class Run>
+auto on_user_stream(const Run& run) {
+  cudaStream_t stream;
+  if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess)
+    throw std::runtime_error("kvcanary simulate: cudaStreamCreate failed");
+  try {
+    auto result = run(Kokkos::Cuda(stream));
+    cudaStreamDestroy(stream);
+    return result;
+  } catch (...) {
+    cudaStreamDestroy(stream);
+    throw;
+  }
+}
+#endif
+
 }  // namespace Impl
 
 // With `reference_shadow`, every step also runs on the host reference and the report counts the steps
 // whose rings differ (report.reference_mismatches); it is slow and meant for tests.
 template <class Space>
 SimulationReport simulate(const Space& space, const SimulationOptions& options, bool reference_shadow = false) {
+#ifdef KOKKOS_ENABLE_CUDA
+  if constexpr (std::is_same<Space, Kokkos::Cuda>::value) {
+    const cudaStream_t stream = space.cuda_stream();
+    if (options.use_graphs && (stream == nullptr || stream == cudaStreamLegacy))
+      return Impl::on_user_stream([&](const Kokkos::Cuda& own) { return simulate(own, options, reference_shadow); });
+  }
+#endif
   Engine engine(options);
   DevicePipeline<Space> device(space, engine.shape(), options);
   std::optional<ReferencePipeline> reference;
