@@ -23,6 +23,7 @@ constexpr Subcommand kSubcommands[] = {
     {"plan", Command::Plan, true, false},    {"check", Command::Check, true, true},
     {"demo", Command::Demo, false, false},   {"verify", Command::Verify, true, false},
     {"write", Command::Write, true, false},  {"step", Command::Step, true, true},
+    {"simulate", Command::Simulate, false, false},
 };
 
 std::string subcommand_list() {
@@ -59,6 +60,12 @@ Usage:
                                                              compare the library with the reference
   kvcanary demo   [--backend B] [--algorithm A] [--iterations N]
                                                              time a built-in synthetic batch's plan
+  kvcanary simulate [--steps N] [--seed N] [--faults CLASS,...|all|none] [--backend B] [--page-size N]
+                    [--swa W] [--spec-decode] [--max-batch N] [--real-kv none|partial|all] [--json]
+                                                             the engine simulator with fault injection
+                                                             (docs/simulator.md; default: every fault class);
+                                                             exit 1 when a detectable fault was missed or a
+                                                             violation was left unexplained
   kvcanary --help | --version
 
 Options:
@@ -129,6 +136,12 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
     throw UsageError("unknown command '" + command + "' (expected " + subcommand_list() + ", --help or --version)");
   cl.command = subcommand->command;
   cl.name = command;
+  if (cl.command == Command::Simulate) {  // options of its own (simulate_command.cpp)
+    for (std::size_t i = 1; i < args.size(); ++i)
+      if (args[i] == "--help" || args[i] == "-h") cl.command = Command::Help;
+    cl.simulate_args.assign(args.begin() + 1, args.end());
+    return cl;
+  }
 
   std::vector<std::string> positional;
   bool seen_iterations = false;

@@ -9,6 +9,7 @@
 //   kvcanary step   [--backend B] [--algorithm A] [--canary-algorithm C] FILE.json   plan -> verify -> write
 //   kvcanary check  [--backend B] [--algorithm A|C] [--canary-algorithm C] FILE.json   library vs reference
 //   kvcanary demo   [--backend B] [--algorithm A] [--iterations N]
+//   kvcanary simulate [options]                                the engine simulator (simulate_command.hpp)
 //   kvcanary --help | --version
 // A = the plan's entries algorithm, C = the canary stages' algorithm. Options may come before or after
 // FILE, as "--name value" or "--name=value"; FILE "-" is stdin. A subcommand is one row of kSubcommands
@@ -19,11 +20,12 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace kvcanary {
 namespace cli {
 
-enum class Command { Help, Version, Plan, Check, Demo, Verify, Write, Step };
+enum class Command { Help, Version, Plan, Check, Demo, Verify, Write, Step, Simulate };
 
 // What kind of case a file holds (check_command tells by its keys: canary_case.hpp).
 enum class CaseKind { Plan, Verify, Write, Step };
@@ -36,6 +38,7 @@ struct CommandLine {
   std::optional<std::string> algorithm;         // --algorithm, checked against the stage it names
   std::optional<std::string> canary_algorithm;  // --canary-algorithm (step, check)
   int iterations = 20;  // demo: timed plan() calls
+  std::vector<std::string> simulate_args;  // simulate: its own options, parsed by simulate_command
 };
 
 // Throws UsageError naming the offending argument.

@@ -7,6 +7,7 @@
 #include "command_line.hpp"
 #include "commands.hpp"
 #include "demo.hpp"
+#include "simulate_command.hpp"
 
 #include <kvcanary/version.hpp>
 
@@ -72,6 +73,7 @@ int dispatch(int argc, char** argv) {
     case Command::Verify: return canary_command(command_line, CaseKind::Verify, std::cout);
     case Command::Write: return canary_command(command_line, CaseKind::Write, std::cout);
     case Command::Step: return canary_command(command_line, CaseKind::Step, std::cout);
+    case Command::Simulate: return simulate_command(command_line.simulate_args, std::cout);
   }
   return 3;
 }

@@ -1,0 +1,93 @@
+// `kvcanary simulate` (simulate_command.hpp): options into kvcanary::sim::SimulationOptions, then the run.
+
+#include "simulate_command.hpp"
+
+#include "backends.hpp"
+#include "cli_error.hpp"
+#include "kokkos_session.hpp"
+
+#include <sim/simulate.hpp>
+
+#include <cstdint>
+#include <limits>
+#include <optional>
+
+namespace kvcanary {
+namespace cli {
+
+namespace {
+
+// A whole decimal number in [lo, hi], or a UsageError naming the option.
+std::int64_t number(const std::string& option, const std::string& text, std::int64_t lo, std::int64_t hi) {
+  std::size_t used = 0;
+  long long value = 0;
+  try {
+    value = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size() || value < lo || value > hi)
+    throw UsageError(option + " needs a whole number in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got '" +
+                     text + "'");
+  return value;
+}
+
+RealKvMode real_kv_mode(const std::string& text) {
+  if (text == "none") return RealKvMode::None;
+  if (text == "partial") return RealKvMode::Partial;
+  if (text == "all") return RealKvMode::All;
+  throw UsageError("--real-kv needs none, partial or all, got '" + text + "'");
+}
+
+}  // namespace
+
+int simulate_command(const std::vector<std::string>& args, std::ostream& out) {
+  sim::SimulationOptions options;
+  options.faults = sim::parse_fault_classes("all");
+  std::optional<std::string> backend;
+  bool json = false;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--spec-decode") {
+      options.spec_decode = true;
+      continue;
+    }
+    if (arg == "--json") {
+      json = true;
+      continue;
+    }
+    const std::size_t equals = arg.find('=');
+    const std::string name = arg.substr(0, equals);
+    const bool known = name == "--steps" || name == "--seed" || name == "--faults" || name == "--backend" ||
+                       name == "--page-size" || name == "--swa" || name == "--max-batch" || name == "--real-kv";
+    if (!known) throw UsageError("simulate: unknown option '" + arg + "'");
+    std::string value;
+    if (equals != std::string::npos) {
+      value = arg.substr(equals + 1);
+    } else {
+      if (i + 1 >= args.size()) throw UsageError(name + " needs a value");
+      value = args[++i];
+    }
+    if (name == "--steps") options.steps = number(name, value, 1, 100000000);
+    if (name == "--seed") options.seed = static_cast<std::uint64_t>(number(name, value, 0, std::numeric_limits<std::int64_t>::max()));
+    if (name == "--page-size") options.page_size = number(name, value, 1, 256);
+    if (name == "--swa") options.swa_window = static_cast<int>(number(name, value, 0, 1 << 20));
+    if (name == "--max-batch") options.max_batch = number(name, value, 1, 4096);
+    if (name == "--real-kv") options.real_kv = real_kv_mode(value);
+    if (name == "--backend") backend = checked_backend(value);
+    if (name == "--faults") {
+      try {
+        options.faults = sim::parse_fault_classes(value);
+      } catch (const std::invalid_argument& e) {
+        throw UsageError(std::string("--faults: ") + e.what());
+      }
+    }
+  }
+  Kokkos::ScopeGuard kokkos(kokkos_arguments());
+  const sim::SimulationReport report = sim::simulate(options, backend.value_or("default"));
+  out << (json ? sim::format_json(report) : sim::format_table(report));
+  return report.ok() ? 0 : 1;
+}
+
+}  // namespace cli
+}  // namespace kvcanary
