@@ -8,8 +8,8 @@
 #    (under 5 s), and create no build directory;
 # 2. the scripts work when called through a symlink from another directory (they find lib/common.sh and
 #    the tree from their real location);
-# 3. `scripts/run-demo.sh` (through a symlink) writes only the demo's report to stdout: the same lines as
-#    `kvcanary demo` run directly, numbers aside; dependency, CMake and build logs go to stderr.
+# 3. `scripts/run-demo.sh` (through a symlink) writes only the report to stdout: the same lines as
+#    `kvcanary simulate` run directly, numbers aside; dependency, CMake and build logs go to stderr.
 # Step 3 builds kvcanary (target kvcanary-cli) in the README build dir (a no-op after scripts/run-tests.sh).
 #
 # Environment: KVCANARY_BUILD_DIR (default: build), JOBS.
@@ -47,14 +47,14 @@ done
 
 # --- 3. the demo's stdout is the report alone ---------------------------------------------------------
 ln -s "$KV_ROOT/scripts/run-demo.sh" "$work/bin/kvcanary-demo"
-if (cd "$work" && "$work/bin/kvcanary-demo" --iterations 3 > "$work/demo.out" 2> "$work/demo.err"); then
+if (cd "$work" && "$work/bin/kvcanary-demo" --steps 200 --seed 5 > "$work/demo.out" 2> "$work/demo.err"); then
   tool=$KV_BUILD_DIR/src/cli/kvcanary
-  "$tool" demo --iterations 3 > "$work/tool.out" 2> /dev/null || fail "$tool demo failed"
+  "$tool" simulate --steps 3000 --swa 64 --spec-decode --steps 200 --seed 5 > "$work/tool.out" 2> /dev/null || fail "$tool simulate failed"
   mask() { sed -E 's/[0-9]+(\.[0-9]+)?(e[-+]?[0-9]+)?/N/g' "$1"; }
   if ! diff <(mask "$work/tool.out") <(mask "$work/demo.out") > "$work/demo.diff"; then
     fail "run-demo.sh's stdout is not just the report (diff, numbers masked: tool < > script):"
     head -20 "$work/demo.diff" >&2
-  elif ! grep -q '^kvcanary demo ' "$work/demo.out"; then
+  elif ! grep -q '^kvcanary simulate: ' "$work/demo.out"; then
     fail "run-demo.sh printed no report"
   else
     pass "run-demo.sh (through a symlink): stdout is the report alone ($(wc -l < "$work/demo.out") lines), $(wc -l < "$work/demo.err") log lines on stderr"
