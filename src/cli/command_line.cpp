@@ -117,6 +117,16 @@ Exit status: 0 success (check: library and reference agree); 1 check or demo fou
 )";
 }
 
+std::string option_name(const std::string& arg) { return arg.substr(0, arg.find('=')); }
+
+std::string option_value(const std::vector<std::string>& args, std::size_t& i) {
+  const std::string& arg = args[i];
+  const std::size_t equals = arg.find('=');
+  if (equals != std::string::npos) return arg.substr(equals + 1);
+  if (i + 1 >= args.size()) throw UsageError(arg + " needs a value");
+  return args[++i];
+}
+
 CommandLine parse_command_line(int argc, const char* const* argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   CommandLine cl;
@@ -156,17 +166,10 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
       positional.push_back(arg);  // includes "-" for stdin
       continue;
     }
-    const std::size_t equals = arg.find('=');
-    const std::string name = arg.substr(0, equals);
+    const std::string name = option_name(arg);
     if (name != "--backend" && name != "--algorithm" && name != "--iterations" && name != "--canary-algorithm")
       throw UsageError("unknown option '" + arg + "'");
-    std::string value;
-    if (equals != std::string::npos) {
-      value = arg.substr(equals + 1);
-    } else {
-      if (i + 1 >= args.size()) throw UsageError(name + " needs a value");
-      value = args[++i];
-    }
+    const std::string value = option_value(args, i);
     if (name == "--backend") {
       cl.backend = checked_backend(value);
     } else if (name == "--algorithm") {

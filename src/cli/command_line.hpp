@@ -44,6 +44,11 @@ struct CommandLine {
 // Throws UsageError naming the offending argument.
 CommandLine parse_command_line(int argc, const char* const* argv);
 
+// An option given as "--name=value" or "--name value": its name, and its value (args[i] is the option;
+// i moves past a separate value). option_value throws UsageError when the value is missing.
+std::string option_name(const std::string& arg);
+std::string option_value(const std::vector<std::string>& args, std::size_t& i);
+
 // The algorithms of a command line for a case of `kind`: --algorithm names the plan's entries algorithm
 // for plan, step and demo (and check of a plan or step case), and the canary algorithm for verify and write
 // (and check of such a case); --canary-algorithm names the canary algorithm of step. Throws UsageError

@@ -4,6 +4,7 @@
 
 #include "backends.hpp"
 #include "cli_error.hpp"
+#include "command_line.hpp"
 #include "kokkos_session.hpp"
 
 #include <sim/simulate.hpp>
@@ -56,18 +57,11 @@ int simulate_command(const std::vector<std::string>& args, std::ostream& out) {
       json = true;
       continue;
     }
-    const std::size_t equals = arg.find('=');
-    const std::string name = arg.substr(0, equals);
+    const std::string name = option_name(arg);
     const bool known = name == "--steps" || name == "--seed" || name == "--faults" || name == "--backend" ||
                        name == "--page-size" || name == "--swa" || name == "--max-batch" || name == "--real-kv";
     if (!known) throw UsageError("simulate: unknown option '" + arg + "'");
-    std::string value;
-    if (equals != std::string::npos) {
-      value = arg.substr(equals + 1);
-    } else {
-      if (i + 1 >= args.size()) throw UsageError(name + " needs a value");
-      value = args[++i];
-    }
+    const std::string value = option_value(args, i);
     if (name == "--steps") options.steps = number(name, value, 1, 100000000);
     if (name == "--seed") options.seed = static_cast<std::uint64_t>(number(name, value, 0, std::numeric_limits<std::int64_t>::max()));
     if (name == "--page-size") options.page_size = number(name, value, 1, 256);
