@@ -43,10 +43,9 @@ void verify_targets(const ExecutionSpace& space, const VerifyPlan<MemorySpace>& 
   static_assert(Kokkos::SpaceAccessibility<ExecutionSpace, MemorySpace>::accessible,
                 "kvcanary::verify: the canary's memory space must be accessible from the execution space");
   constexpr const char* kWhere = "verify";
-  const auto extent = [](const auto& view) { return static_cast<std::int64_t>(view.extent(0)); };
   const std::int64_t capacity = verify_plan.capacity();
-  if (extent(verify_plan.verify_expected_tokens) != capacity || extent(verify_plan.verify_expected_positions) != capacity ||
-      extent(verify_plan.verify_prev_slot_indices) != capacity)
+  if (extent_of(verify_plan.verify_expected_tokens) != capacity || extent_of(verify_plan.verify_expected_positions) != capacity ||
+      extent_of(verify_plan.verify_prev_slot_indices) != capacity)
     throw_invalid_in(kWhere, "the four verify arrays must have one extent (verify_slot_indices has ", capacity, ")");
   if (verify_plan.verify_num_valid.data() == nullptr || verify_plan.enable.data() == nullptr)
     throw_invalid_in(kWhere, "verify_num_valid or enable is not allocated");

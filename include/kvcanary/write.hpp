@@ -33,20 +33,19 @@ void write(const ExecutionSpace& space, const WritePlan<MemorySpace>& write_plan
                 "kvcanary::write: token arrays hold int64 or int32");
   using Impl::throw_invalid_in;
   constexpr const char* kWhere = "write";
-  const auto extent = [](const auto& view) { return static_cast<std::int64_t>(view.extent(0)); };
   const std::int64_t num_tokens = tokens.num_tokens();
-  if (extent(tokens.positions) != num_tokens || extent(tokens.out_cache_loc) != num_tokens)
-    throw_invalid_in(kWhere, "input_ids, positions and out_cache_loc have ", num_tokens, ", ", extent(tokens.positions),
-                     " and ", extent(tokens.out_cache_loc), " entries, must be equal");
+  if (Impl::extent_of(tokens.positions) != num_tokens || Impl::extent_of(tokens.out_cache_loc) != num_tokens)
+    throw_invalid_in(kWhere, "input_ids, positions and out_cache_loc have ", num_tokens, ", ", Impl::extent_of(tokens.positions),
+                     " and ", Impl::extent_of(tokens.out_cache_loc), " entries, must be equal");
   if (tokens.expected_input_ids.has_value() != tokens.expected_positions.has_value())
     throw_invalid_in(kWhere, "expected_input_ids and expected_positions must be given both or neither");
   if (tokens.expected_input_ids &&
-      (extent(*tokens.expected_input_ids) != num_tokens || extent(*tokens.expected_positions) != num_tokens))
-    throw_invalid_in(kWhere, "expected_input_ids and expected_positions have ", extent(*tokens.expected_input_ids),
-                     " and ", extent(*tokens.expected_positions), " entries, must be num_tokens = ", num_tokens);
+      (Impl::extent_of(*tokens.expected_input_ids) != num_tokens || Impl::extent_of(*tokens.expected_positions) != num_tokens))
+    throw_invalid_in(kWhere, "expected_input_ids and expected_positions have ", Impl::extent_of(*tokens.expected_input_ids),
+                     " and ", Impl::extent_of(*tokens.expected_positions), " entries, must be num_tokens = ", num_tokens);
   if (tokens.chain_position_assert.data() == nullptr) throw_invalid_in(kWhere, "chain_position_assert is not allocated");
-  if (extent(write_plan.write_offsets) - 1 != write_plan.capacity())
-    throw_invalid_in(kWhere, "write_offsets has ", extent(write_plan.write_offsets),
+  if (Impl::extent_of(write_plan.write_offsets) - 1 != write_plan.capacity())
+    throw_invalid_in(kWhere, "write_offsets has ", Impl::extent_of(write_plan.write_offsets),
                      " entries, must be write_req_capacity + 1 (write_seed_slot_indices has ", write_plan.capacity(), ")");
   if (write_plan.write_num_valid_reqs.data() == nullptr) throw_invalid_in(kWhere, "write_num_valid_reqs is not allocated");
   Impl::check_buffer(kWhere, buffer);
