@@ -32,6 +32,24 @@ TEST_P(CanaryDifferential, RandomWritesMatchReference) {
   }
 }
 
+// write() shares a request's chain among a team's lanes (32 on a GPU, 1 on the host): every width this
+// backend can run gives the reference's records, chunk boundaries and duplicate slots included.
+TEST_P(CanaryDifferential, RandomWritesMatchReferenceAtEveryTeamWidth) {
+  const int widest = std::min(32, static_cast<int>(ExecSpace().concurrency()));
+  for (const int lanes : {1, 2, 3, 5, 32}) {
+    if (lanes > widest) continue;  // Serial and one-thread OpenMP run width 1 only
+    CanaryCaseGenerator generator(0xFACE + lanes + static_cast<int>(GetParam()));
+    for (int k = 0; k < 200; ++k) {
+      const WriteCase c = generator.next_write();
+      SCOPED_TRACE("width " + std::to_string(lanes) + ", write case " + std::to_string(k));
+      CanaryRunner<ExecSpace> r = runner(k);
+      r.layout.write_lanes = lanes;
+      r.write(c.plan, c.tokens, c.kind, c.real_kv, c.buffer, c.ring);
+      if (HasFailure()) return;
+    }
+  }
+}
+
 TEST_P(CanaryDifferential, RandomVerifiesMatchReference) {
   CanaryCaseGenerator generator(0xBEEF + static_cast<int>(GetParam()));
   for (int k = 0; k < cases(); ++k) {

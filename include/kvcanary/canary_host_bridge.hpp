@@ -164,6 +164,7 @@ WritePlan<MemorySpace> upload_write_plan(const ExecutionSpace& space, const refe
 struct HostDataLayout {
   std::int64_t stride_bytes = kRecordBytes;  // of the uploaded canary buffer
   bool int32_tokens = false;                 // token arrays as int32 (values must fit)
+  int write_lanes = 0;                       // threads per request in write(); 0: the backend's (tests vary it)
 };
 
 // write() on host data: uploads everything, runs on `space`, and writes back the buffer and the ring.
@@ -180,10 +181,13 @@ void write_host_data(const ExecutionSpace& space, const reference::Outputs& plan
   options.real_kv = upload_real_kv(space, real_kv);
   options.algorithm = algorithm;
   const WritePlan<MemorySpace> write_plan = upload_write_plan(space, plan);
+  const int lanes = layout.write_lanes > 0 ? layout.write_lanes : Impl::TeamShape<ExecutionSpace>::write_lanes();
   if (layout.int32_tokens)
-    write(space, write_plan, upload_step_tokens<std::int32_t>(space, tokens), device_buffer, device_ring, options);
+    Impl::write_with_lanes(space, write_plan, upload_step_tokens<std::int32_t>(space, tokens), device_buffer, device_ring,
+                           options, lanes);
   else
-    write(space, write_plan, upload_step_tokens<std::int64_t>(space, tokens), device_buffer, device_ring, options);
+    Impl::write_with_lanes(space, write_plan, upload_step_tokens<std::int64_t>(space, tokens), device_buffer, device_ring,
+                           options, lanes);
   buffer = download_canary_buffer(space, device_buffer);
   ring = download_violation_ring(space, device_ring);
 }

@@ -21,10 +21,13 @@
 
 namespace kvcanary {
 
+namespace Impl {
+
+// write() with `lanes` threads per request (impl/write_portable.hpp); the tests run several widths.
 template <class ExecutionSpace, class MemorySpace, class Index>
-void write(const ExecutionSpace& space, const WritePlan<MemorySpace>& write_plan,
-           const StepTokens<MemorySpace, Index>& tokens, const CanaryBuffer<MemorySpace>& buffer,
-           const ViolationRing<MemorySpace>& ring, const WriteOptions<MemorySpace>& options = WriteOptions<MemorySpace>{}) {
+void write_with_lanes(const ExecutionSpace& space, const WritePlan<MemorySpace>& write_plan,
+                      const StepTokens<MemorySpace, Index>& tokens, const CanaryBuffer<MemorySpace>& buffer,
+                      const ViolationRing<MemorySpace>& ring, const WriteOptions<MemorySpace>& options, int lanes) {
   static_assert(Kokkos::is_execution_space<ExecutionSpace>::value,
                 "kvcanary::write: the first argument must be a Kokkos execution space instance");
   static_assert(Kokkos::SpaceAccessibility<ExecutionSpace, MemorySpace>::accessible,
@@ -52,7 +55,7 @@ void write(const ExecutionSpace& space, const WritePlan<MemorySpace>& write_plan
   Impl::check_ring(kWhere, ring);
   Impl::check_kernel_kind(kWhere, options.kernel_kind);
 
-  Impl::WriteFunctor<MemorySpace, Index> functor{};
+  Impl::WriteFunctor<ExecutionSpace, MemorySpace, Index> functor{};
   functor.plan = Impl::DeviceWritePlan<MemorySpace>(write_plan);
   functor.tokens = Impl::DeviceStepTokens<MemorySpace, Index>(tokens);
   functor.buffer = Impl::DeviceBuffer<MemorySpace>(buffer);
@@ -61,8 +64,17 @@ void write(const ExecutionSpace& space, const WritePlan<MemorySpace>& write_plan
   functor.kind = static_cast<std::int64_t>(options.kernel_kind);
 
   Kokkos::Profiling::pushRegion("kvcanary::write");
-  Impl::launch_write_portable(space, functor);
+  Impl::launch_write_portable(space, functor, lanes);
   Kokkos::Profiling::popRegion();
+}
+
+}  // namespace Impl
+
+template <class ExecutionSpace, class MemorySpace, class Index>
+void write(const ExecutionSpace& space, const WritePlan<MemorySpace>& write_plan,
+           const StepTokens<MemorySpace, Index>& tokens, const CanaryBuffer<MemorySpace>& buffer,
+           const ViolationRing<MemorySpace>& ring, const WriteOptions<MemorySpace>& options = WriteOptions<MemorySpace>{}) {
+  Impl::write_with_lanes(space, write_plan, tokens, buffer, ring, options, Impl::TeamShape<ExecutionSpace>::write_lanes());
 }
 
 }  // namespace kvcanary

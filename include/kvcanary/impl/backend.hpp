@@ -44,6 +44,8 @@ struct TeamShape {
 #endif
 
   static constexpr int team_size() { return is_gpu ? 256 : 1; }
+  // write(): the lanes that share one request's chain (impl/write_portable.hpp): a warp on a GPU.
+  static constexpr int write_lanes() { return is_gpu ? 32 : 1; }
   // Entries one team expands before it moves to its next tile: 8 per thread on GPUs, where a wider
   // tile amortizes the owner search; on the host a team is one thread and a tile a cache-friendly run.
   static std::int64_t tile_entries() { return is_gpu ? 8 * team_size() : 4096; }

@@ -29,6 +29,17 @@ struct DeviceBuffer {
   }
 };
 
+// An atomic add on an int64 counter, mod 2^64. Kokkos 3.4 adds to a signed 64-bit integer on CUDA
+// with a compare-and-swap loop, which serializes under contention (write() measured 0.8 µs per request
+// at 4096 requests on the H200, docs/perf-notes.md); CUDA's native add on the same 64 bits does not.
+KOKKOS_INLINE_FUNCTION std::int64_t atomic_fetch_add_int64(std::int64_t* counter, std::int64_t value) {
+#if defined(__CUDA_ARCH__)
+  return as_int64(atomicAdd(reinterpret_cast<unsigned long long*>(counter), static_cast<unsigned long long>(value)));
+#else
+  return Kokkos::atomic_fetch_add(counter, value);
+#endif
+}
+
 template <class MemorySpace>
 struct DeviceRing {
   Kokkos::View<std::int64_t* [kRingFields], Kokkos::LayoutRight, MemorySpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>
@@ -45,7 +56,7 @@ struct DeviceRing {
                                    std::int64_t expected_token, std::int64_t stored_chain_hash,
                                    std::int64_t expected_aux, std::int64_t bits) const {
     // Compared as uint64: a count that wrapped past 2^63 (after 2^63 violations) keeps no row either.
-    const std::int64_t seq = Kokkos::atomic_fetch_add(&count(), std::int64_t(1));
+    const std::int64_t seq = atomic_fetch_add_int64(&count(), 1);
     if (static_cast<std::uint64_t>(seq) >= static_cast<std::uint64_t>(rows.extent(0))) return;
     rows(seq, kRowKernelKind) = kind;
     rows(seq, kRowSlot) = slot;
@@ -58,8 +69,8 @@ struct DeviceRing {
   }
 
   KOKKOS_INLINE_FUNCTION void add_runs(std::int64_t slots, std::int64_t kernels) const {
-    if (slots != 0) Kokkos::atomic_add(&slot_run_counter(), slots);
-    if (kernels != 0) Kokkos::atomic_add(&kernel_run_counter(), kernels);
+    if (slots != 0) atomic_fetch_add_int64(&slot_run_counter(), slots);
+    if (kernels != 0) atomic_fetch_add_int64(&kernel_run_counter(), kernels);
   }
 };
 

@@ -32,8 +32,8 @@ struct DeviceVerifyPlan {
 
   KOKKOS_INLINE_FUNCTION std::int64_t capacity() const { return static_cast<std::int64_t>(slots.extent(0)); }
   // clamp(verify_num_valid, 0, verify_capacity) of SPEC-CANARY §5.
-  KOKKOS_INLINE_FUNCTION std::int64_t active() const {
-    const std::int64_t n = num_valid();
+  KOKKOS_INLINE_FUNCTION std::int64_t active(std::int32_t num_valid_value) const {
+    const std::int64_t n = num_valid_value;
     return n < 0 ? 0 : (n > capacity() ? capacity() : n);
   }
 };
@@ -86,15 +86,20 @@ struct VerifyFunctor {
   KOKKOS_INLINE_FUNCTION void operator()(const std::int64_t i) const {
     // Every target counts as one verify call (SPEC-CANARY §5 steps 1-2), so one call over K and V
     // moves the counters as two calls would.
-    if (plan.enable() == 0) {
+    // Every read of the plan at once, before any branch on what they hold: the scalars and the entry
+    // (i < capacity: in bounds, whatever the scalars say) cost one memory latency, not three.
+    const std::int32_t enable = plan.enable(), num_valid = plan.num_valid();
+    VerifyEntry e{0, 0, 0, -1};
+    if (i < plan.capacity())
+      e = VerifyEntry{plan.slots(i), plan.expected_positions(i), plan.prev_slots(i),
+                      check_expected_token ? plan.expected_tokens(i) : -1};
+    if (enable == 0) {
       if (i == 0) ring.add_runs(0, num_targets);
       return;
     }
-    const std::int64_t active = plan.active();
+    const std::int64_t active = plan.active(num_valid);
     if (i == 0) ring.add_runs(active * num_targets, num_targets);
     if (i >= active) return;
-    const VerifyEntry e{plan.slots(i), plan.expected_positions(i), plan.prev_slots(i),
-                        check_expected_token ? plan.expected_tokens(i) : -1};
     for (int t = 0; t < num_targets; ++t) verify_entry(targets[t], ring, e);
   }
 };

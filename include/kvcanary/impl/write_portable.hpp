@@ -1,8 +1,13 @@
 #ifndef KVCANARY_IMPL_WRITE_PORTABLE_HPP
 #define KVCANARY_IMPL_WRITE_PORTABLE_HPP
 
-// The write stage (SPEC-CANARY §4) as one Kokkos parallel_for: a request a work item, its tokens in
-// order (each record's prev_hash is the running hash of the tokens before it: a serial chain).
+// The write stage (SPEC-CANARY §4) as one Kokkos TeamPolicy launch: a team of `lanes` threads per
+// request (32 on a GPU, 1 on the host). A request's records form a serial chain (each prev_hash is the
+// running hash of the tokens before it), so the tokens go in chunks of `lanes`: every lane walks the
+// chunk's chain (the same addresses for all lanes: broadcast loads) and keeps the state before its own
+// token, then the lanes check and store their tokens at once. The chain is the only serial part; loads,
+// checks, real-KV folds and stores run in parallel, and the next chunk's tokens are loaded while the
+// chain runs.
 
 #include <kvcanary/canary_types.hpp>
 #include <kvcanary/impl/backend.hpp>
@@ -26,8 +31,8 @@ struct DeviceWritePlan {
 
   KOKKOS_INLINE_FUNCTION std::int64_t capacity() const { return static_cast<std::int64_t>(seeds.extent(0)); }
   // clamp(write_num_valid_reqs, 0, write_req_capacity) of SPEC-CANARY §4.
-  KOKKOS_INLINE_FUNCTION std::int64_t requests() const {
-    const std::int64_t n = num_valid_reqs();
+  KOKKOS_INLINE_FUNCTION std::int64_t requests(std::int32_t num_valid) const {
+    const std::int64_t n = num_valid;
     return n < 0 ? 0 : (n > capacity() ? capacity() : n);
   }
 };
@@ -55,8 +60,23 @@ struct DeviceStepTokens {
   }
 };
 
-template <class MemorySpace, class Index>
+// One token of the step: where it goes and what it holds.
+struct WriteToken {
+  std::int64_t slot = -1, token = 0, position = 0;
+};
+
+// The chain state before a token: the running hash and, for the chain-position assert, the position
+// of the last stored token (the seed's at first).
+struct ChainState {
+  std::int64_t running = kAnchorHashInt64;
+  std::uint64_t prev_position = 0;
+  std::int64_t stored = 0;
+};
+
+template <class ExecutionSpace, class MemorySpace, class Index>
 struct WriteFunctor {
+  using member_type = typename Kokkos::TeamPolicy<ExecutionSpace>::member_type;
+
   DeviceWritePlan<MemorySpace> plan;
   DeviceStepTokens<MemorySpace, Index> tokens;
   DeviceBuffer<MemorySpace> buffer;
@@ -64,63 +84,123 @@ struct WriteFunctor {
   DeviceRing<MemorySpace> ring;
   std::int64_t kind;
 
-  KOKKOS_INLINE_FUNCTION void operator()(const std::int64_t r) const {
-    if (r == 0) ring.add_runs(0, 1);  // every call, even with nothing to write
-    if (r >= plan.requests()) return;
-    const std::int64_t begin = plan.offsets(r), end = plan.offsets(r + 1);
-    if (begin >= end) return;  // nothing at all, seed included
-    const std::int64_t n = buffer.num_slots;
-    const std::int64_t seed = plan.seeds(r);
-    std::int64_t running = kAnchorHashInt64;
-    bool position_assert = false;
-    std::uint64_t prev_position = 0;
-    if (seed >= n) {
-      ring.push(kind, seed, -1, -1, -1, kAnchorHashInt64, -1, kOutOfRange);
-    } else {
-      running = buffer.slot_hash(seed);
-      position_assert = seed >= 0 && tokens.chain_position_assert() != 0;
-      if (position_assert) prev_position = as_uint64(buffer.field(seed, kPosition));
-    }
+  KOKKOS_INLINE_FUNCTION WriteToken token_at(std::int64_t i) const {
+    return WriteToken{static_cast<std::int64_t>(tokens.out_cache_loc(i)), static_cast<std::int64_t>(tokens.input_ids(i)),
+                      static_cast<std::int64_t>(tokens.positions(i))};
+  }
+
+  KOKKOS_INLINE_FUNCTION void operator()(const member_type& team) const {
+    const int lane = team.team_rank();
+    if (team.league_rank() == 0 && lane == 0) ring.add_runs(0, 1);  // every call, even with nothing to write
     std::int64_t stored = 0;
-    for (std::int64_t i = begin; i < end; ++i) {
-      if (i < 0 || i >= tokens.num_tokens) {  // a WritePlan that does not match the token arrays
-        ring.push(kind, i, -1, -1, -1, running, -1, kOutOfRange);
-        break;
-      }
-      const std::int64_t slot = tokens.out_cache_loc(i);
-      if (slot < 0) continue;
-      const std::int64_t token = tokens.input_ids(i);
-      const std::int64_t position = tokens.positions(i);
-      if (slot >= n) {
-        ring.push(kind, slot, position, token, -1, running, -1, kOutOfRange);
-        continue;
-      }
-      if (tokens.input_assert) {
-        const std::int64_t expected_token = tokens.expected_input_ids(i);
-        const std::int64_t expected_position = tokens.expected_positions(i);
-        const std::int64_t bits =
-            (token != expected_token ? kWriteToken : 0) | (position != expected_position ? kWritePosition : 0);
-        if (bits != 0) ring.push(kind, slot, position, token, expected_token, running, expected_position, bits);
-      }
-      if (position_assert) {
-        const std::uint64_t next = prev_position + 1u;  // mod 2^64
-        if (as_uint64(position) != next) ring.push(kind, slot, position, token, token, running, as_int64(next), kWritePosition);
-        prev_position = as_uint64(position);
-      }
-      buffer.field(slot, kToken) = token;
-      buffer.field(slot, kPosition) = position;
-      buffer.field(slot, kPrevHash) = running;
-      buffer.field(slot, kRealKvHash) = real_kv.fold(slot);
-      running = record_hash(running, token, position);
-      ++stored;
+    for (std::int64_t r = team.league_rank(); r < plan.capacity(); r += team.league_size()) {
+      // Every read of the request's plan at once (r < capacity: all in bounds), before any branch.
+      const std::int32_t num_valid = plan.num_valid_reqs();
+      const std::int64_t begin = plan.offsets(r), end = plan.offsets(r + 1), seed = plan.seeds(r);
+      const std::int32_t position_assert_on = tokens.chain_position_assert();
+      if (r >= plan.requests(num_valid)) break;
+      stored += write_request(team, begin, end, seed, position_assert_on != 0);
     }
-    ring.add_runs(stored, 0);
+    if (lane == 0) ring.add_runs(stored, 0);
+  }
+
+  // The tokens [begin, end) of one request chained to `seed`; returns the tokens stored (the same on
+  // every lane). Rows are pushed by the lane that owns the token (request-level rows by lane 0).
+  KOKKOS_INLINE_FUNCTION std::int64_t write_request(const member_type& team, std::int64_t begin, std::int64_t end,
+                                                    std::int64_t seed, bool position_assert_on) const {
+    if (begin >= end) return 0;  // nothing at all, seed included
+    const int lane = team.team_rank(), lanes = team.team_size();
+    const std::int64_t n = buffer.num_slots;
+    ChainState chain;
+    bool position_assert = false;
+    if (seed >= n) {
+      if (lane == 0) ring.push(kind, seed, -1, -1, -1, kAnchorHashInt64, -1, kOutOfRange);
+    } else if (seed >= 0) {
+      const std::int64_t seed_prev = buffer.field(seed, kPrevHash), seed_token = buffer.field(seed, kToken);
+      const std::int64_t seed_position = buffer.field(seed, kPosition);
+      chain.running = record_hash(seed_prev, seed_token, seed_position);
+      position_assert = position_assert_on;
+      chain.prev_position = as_uint64(seed_position);
+    }
+    // Every lane has read the seed before any stores: a request whose seed is one of its own targets
+    // chains to the seed's old record, as one thread walking the tokens in order would.
+    team.team_barrier();
+    // A WritePlan that does not match the token arrays ends the request at its first index outside
+    // them, with one row (SPEC-CANARY §4): a negative begin at once, else max(begin, num_tokens).
+    if (begin < 0) {
+      if (lane == 0) ring.push(kind, begin, -1, -1, -1, chain.running, -1, kOutOfRange);
+      return 0;
+    }
+    const std::int64_t stop = end < tokens.num_tokens ? end : tokens.num_tokens;
+    WriteToken mine = begin + lane < stop ? token_at(begin + lane) : WriteToken{};
+    for (std::int64_t base = begin; base < stop; base += lanes) {
+      const std::int64_t count = stop - base < lanes ? stop - base : lanes;
+      // The next chunk's own token, loaded now and used after this chunk's chain.
+      const std::int64_t next_i = base + lanes + lane;
+      const WriteToken next = next_i < stop ? token_at(next_i) : WriteToken{};
+      ChainState before = chain;
+      bool overwritten = false;  // a later token of the chunk targets my slot: its record is the one kept
+      for (std::int64_t j = 0; j < count; ++j) {
+        const WriteToken t = token_at(base + j);
+        if (j == lane) before = chain;
+        overwritten = overwritten || (j > lane && t.slot == mine.slot);
+        if (t.slot < 0 || t.slot >= n) continue;
+        chain.running = record_hash(chain.running, t.token, t.position);
+        chain.prev_position = as_uint64(t.position);
+        ++chain.stored;
+      }
+      if (lane < count) store_token(base + lane, mine, before, position_assert, !overwritten);
+      mine = next;
+      // The chunk's stores land before the next chunk's: a slot written twice in one request keeps the
+      // later token, as one thread walking the tokens in order would (and the reference does).
+      team.team_barrier();
+    }
+    if (end > tokens.num_tokens && lane == 0)
+      ring.push(kind, begin > tokens.num_tokens ? begin : tokens.num_tokens, -1, -1, -1, chain.running, -1, kOutOfRange);
+    return chain.stored;
+  }
+
+  // Checks and stores token i (SPEC-CANARY §4) with the chain state before it.
+  KOKKOS_INLINE_FUNCTION void store_token(std::int64_t i, const WriteToken& t, const ChainState& before,
+                                          bool position_assert, bool keep) const {
+    if (t.slot < 0) return;
+    if (t.slot >= buffer.num_slots) {
+      ring.push(kind, t.slot, t.position, t.token, -1, before.running, -1, kOutOfRange);
+      return;
+    }
+    if (tokens.input_assert) {
+      const std::int64_t expected_token = tokens.expected_input_ids(i);
+      const std::int64_t expected_position = tokens.expected_positions(i);
+      const std::int64_t bits =
+          (t.token != expected_token ? kWriteToken : 0) | (t.position != expected_position ? kWritePosition : 0);
+      if (bits != 0) ring.push(kind, t.slot, t.position, t.token, expected_token, before.running, expected_position, bits);
+    }
+    if (position_assert) {
+      const std::uint64_t next = before.prev_position + 1u;  // mod 2^64
+      if (as_uint64(t.position) != next)
+        ring.push(kind, t.slot, t.position, t.token, t.token, before.running, as_int64(next), kWritePosition);
+    }
+    if (!keep) return;
+    buffer.field(t.slot, kToken) = t.token;
+    buffer.field(t.slot, kPosition) = t.position;
+    buffer.field(t.slot, kPrevHash) = before.running;
+    buffer.field(t.slot, kRealKvHash) = real_kv.fold(t.slot);
   }
 };
 
+// `lanes`: TeamShape::write_lanes() in write(); the tests run other widths too.
 template <class ExecutionSpace, class MemorySpace, class Index>
-void launch_write_portable(const ExecutionSpace& space, const WriteFunctor<MemorySpace, Index>& functor) {
-  launch_canary_items(space, "kvcanary::write[portable]", functor.plan.capacity(), functor);
+void launch_write_portable(const ExecutionSpace& space, const WriteFunctor<ExecutionSpace, MemorySpace, Index>& functor,
+                           int lanes) {
+  using Functor = WriteFunctor<ExecutionSpace, MemorySpace, Index>;
+  static_assert(sizeof(Functor) < kMaxKernelArgumentBytes, "kvcanary: kernel arguments must stay small");
+  // A team per request up to a league that fills the machine many times over; teams then stride.
+  constexpr std::int64_t kMaxLeague = 65535;
+  const std::int64_t capacity = functor.plan.capacity();
+  const std::int64_t league = capacity < 1 ? 1 : (capacity < kMaxLeague ? capacity : kMaxLeague);
+  Kokkos::parallel_for("kvcanary::write[portable]",
+                       light_weight(Kokkos::TeamPolicy<ExecutionSpace>(space, static_cast<int>(league), lanes)),
+                       functor);
 }
 
 }  // namespace Impl
