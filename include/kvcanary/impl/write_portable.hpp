@@ -60,9 +60,10 @@ struct DeviceStepTokens {
   }
 };
 
-// One token of the step: where it goes and what it holds.
+// One token of the step: where it goes and what it holds (the expected values: the input assert's,
+// loaded only for the lane that owns the token).
 struct WriteToken {
-  std::int64_t slot = -1, token = 0, position = 0;
+  std::int64_t slot = -1, token = 0, position = 0, expected_token = 0, expected_position = 0;
 };
 
 // The chain state before a token: the running hash and, for the chain-position assert, the position
@@ -86,7 +87,18 @@ struct WriteFunctor {
 
   KOKKOS_INLINE_FUNCTION WriteToken token_at(std::int64_t i) const {
     return WriteToken{static_cast<std::int64_t>(tokens.out_cache_loc(i)), static_cast<std::int64_t>(tokens.input_ids(i)),
-                      static_cast<std::int64_t>(tokens.positions(i))};
+                      static_cast<std::int64_t>(tokens.positions(i)), 0, 0};
+  }
+
+  // A lane's own token i, with what the input assert needs; an empty one (slot -1) past `stop`.
+  KOKKOS_INLINE_FUNCTION WriteToken own_token(std::int64_t i, std::int64_t stop) const {
+    if (i >= stop) return WriteToken{};
+    WriteToken t = token_at(i);
+    if (tokens.input_assert) {
+      t.expected_token = tokens.expected_input_ids(i);
+      t.expected_position = tokens.expected_positions(i);
+    }
+    return t;
   }
 
   KOKKOS_INLINE_FUNCTION void operator()(const member_type& team) const {
@@ -111,6 +123,9 @@ struct WriteFunctor {
     if (begin >= end) return 0;  // nothing at all, seed included
     const int lane = team.team_rank(), lanes = team.team_size();
     const std::int64_t n = buffer.num_slots;
+    const std::int64_t stop = end < tokens.num_tokens ? end : tokens.num_tokens;
+    // The lane's first token loads beside the seed's record: two reads in flight, one wait.
+    WriteToken mine = begin >= 0 ? own_token(begin + lane, stop) : WriteToken{};
     ChainState chain;
     bool position_assert = false;
     if (seed >= n) {
@@ -131,17 +146,17 @@ struct WriteFunctor {
       if (lane == 0) ring.push(kind, begin, -1, -1, -1, chain.running, -1, kOutOfRange);
       return 0;
     }
-    const std::int64_t stop = end < tokens.num_tokens ? end : tokens.num_tokens;
-    WriteToken mine = begin + lane < stop ? token_at(begin + lane) : WriteToken{};
     for (std::int64_t base = begin; base < stop; base += lanes) {
       const std::int64_t count = stop - base < lanes ? stop - base : lanes;
       // The next chunk's own token, loaded now and used after this chunk's chain.
-      const std::int64_t next_i = base + lanes + lane;
-      const WriteToken next = next_i < stop ? token_at(next_i) : WriteToken{};
+      const WriteToken next = own_token(base + lanes + lane, stop);
       ChainState before = chain;
       bool overwritten = false;  // a later token of the chunk targets my slot: its record is the one kept
+      // The walk loads token j + 1 before it hashes token j, so the load hides behind the chain.
+      WriteToken ahead = token_at(base);
       for (std::int64_t j = 0; j < count; ++j) {
-        const WriteToken t = token_at(base + j);
+        const WriteToken t = ahead;
+        if (j + 1 < count) ahead = token_at(base + j + 1);
         if (j == lane) before = chain;
         overwritten = overwritten || (j > lane && t.slot == mine.slot);
         if (t.slot < 0 || t.slot >= n) continue;
@@ -149,7 +164,7 @@ struct WriteFunctor {
         chain.prev_position = as_uint64(t.position);
         ++chain.stored;
       }
-      if (lane < count) store_token(base + lane, mine, before, position_assert, !overwritten);
+      if (lane < count) store_token(mine, before, position_assert, !overwritten);
       mine = next;
       // The chunk's stores land before the next chunk's: a slot written twice in one request keeps the
       // later token, as one thread walking the tokens in order would (and the reference does).
@@ -160,8 +175,8 @@ struct WriteFunctor {
     return chain.stored;
   }
 
-  // Checks and stores token i (SPEC-CANARY §4) with the chain state before it.
-  KOKKOS_INLINE_FUNCTION void store_token(std::int64_t i, const WriteToken& t, const ChainState& before,
+  // Checks and stores one token (SPEC-CANARY §4) with the chain state before it.
+  KOKKOS_INLINE_FUNCTION void store_token(const WriteToken& t, const ChainState& before,
                                           bool position_assert, bool keep) const {
     if (t.slot < 0) return;
     if (t.slot >= buffer.num_slots) {
@@ -169,11 +184,10 @@ struct WriteFunctor {
       return;
     }
     if (tokens.input_assert) {
-      const std::int64_t expected_token = tokens.expected_input_ids(i);
-      const std::int64_t expected_position = tokens.expected_positions(i);
       const std::int64_t bits =
-          (t.token != expected_token ? kWriteToken : 0) | (t.position != expected_position ? kWritePosition : 0);
-      if (bits != 0) ring.push(kind, t.slot, t.position, t.token, expected_token, before.running, expected_position, bits);
+          (t.token != t.expected_token ? kWriteToken : 0) | (t.position != t.expected_position ? kWritePosition : 0);
+      if (bits != 0)
+        ring.push(kind, t.slot, t.position, t.token, t.expected_token, before.running, t.expected_position, bits);
     }
     if (position_assert) {
       const std::uint64_t next = before.prev_position + 1u;  // mod 2^64
