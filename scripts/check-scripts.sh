@@ -4,8 +4,8 @@
 #
 #   scripts/check-scripts.sh
 #
-# 1. `scripts/run-demo.sh --help` and `scripts/run-tests.sh --help` print the script's own usage at once
-#    (under 5 s), and create no build directory;
+# 1. `scripts/run-demo.sh --help`, `scripts/run-tests.sh --help` and `scripts/measure-sim-overhead.sh --help`
+#    print the script's own usage at once (under 5 s), and create no build directory;
 # 2. the scripts work when called through a symlink from another directory (they find lib/common.sh and
 #    the tree from their real location);
 # 3. `scripts/run-demo.sh` (through a symlink) writes only the report to stdout: the same lines as
@@ -26,7 +26,7 @@ fail() { kv_log "FAILED: $*"; failures=$((failures + 1)); }
 pass() { kv_log "ok: $*"; }
 
 # --- 1 + 2. usage at once, directly and through a symlink ---------------------------------------------
-for script in run-demo run-tests; do
+for script in run-demo run-tests measure-sim-overhead; do
   ln -s "$KV_ROOT/scripts/$script.sh" "$work/bin/$script"
   for how in direct symlink; do
     exe=$KV_ROOT/scripts/$script.sh
