@@ -188,7 +188,9 @@ Engine::Request Engine::make_request() {
   while (static_cast<std::int64_t>(prompt.size()) < prompt_len) prompt.push_back(static_cast<std::int32_t>(uniform(1, 50000)));
   if (static_cast<std::int64_t>(prompt.size()) <= head) r.template_id = -1;  // no room for a token after it
   r.prompt_len = prompt_len;
-  r.total_len = prompt_len + (options_.output_tokens > 0 ? options_.output_tokens : long_tailed(24.0, 1.0, 1, options_.max_output));
+  const std::int64_t output =
+      options_.output_tokens > 0 ? options_.output_tokens : long_tailed(24.0, 1.0, 1, options_.max_output);
+  r.total_len = prompt_len + output;
   r.tokens = prompt;
   while (static_cast<std::int64_t>(r.tokens.size()) < r.total_len) r.tokens.push_back(static_cast<std::int32_t>(uniform(1, 50000)));
   return r;

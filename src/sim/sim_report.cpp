@@ -55,7 +55,9 @@ StepTimes step_times(std::vector<float> canary, double step_us_sum) {
   const std::size_t mid = canary.size() / 2;
   std::nth_element(canary.begin(), canary.begin() + static_cast<std::ptrdiff_t>(mid), canary.end());
   t.canary_us_median = canary[mid];
-  if (canary.size() % 2 == 0) t.canary_us_median = (t.canary_us_median + *std::max_element(canary.begin(), canary.begin() + static_cast<std::ptrdiff_t>(mid))) / 2;
+  if (canary.size() % 2 == 0)  // the mean of the two middle values: the lower one is the largest below mid
+    t.canary_us_median =
+        (t.canary_us_median + *std::max_element(canary.begin(), canary.begin() + static_cast<std::ptrdiff_t>(mid))) / 2;
   return t;
 }
 
@@ -103,7 +105,8 @@ std::string format_table(const SimulationReport& r) {
   const SimulationOptions& o = r.options;
   out << "kvcanary simulate: " << r.steps_run << " steps on " << r.backend << ", seed " << o.seed << ", page size "
       << o.page_size << ", max batch " << o.max_batch << (o.full_batch ? " (kept full)" : "")
-      << (o.output_tokens > 0 ? ", output " + std::to_string(o.output_tokens) + " tokens" : std::string()) << ", real-KV " << mode_name(o.real_kv) << ", SWA "
+      << (o.output_tokens > 0 ? ", output " + std::to_string(o.output_tokens) + " tokens" : std::string())
+      << ", real-KV " << mode_name(o.real_kv) << ", SWA "
       << (o.swa_window > 0 ? std::to_string(o.swa_window) : std::string("off")) << ", spec decode "
       << (o.spec_decode ? "on" : "off") << "\n";
   out << "requests finished " << r.requests_finished << ", aborted on detection " << r.requests_aborted << ", tokens written "
@@ -131,11 +134,13 @@ std::string format_table(const SimulationReport& r) {
       << fixed(r.steps_per_second, 0) << " steps/s\n";
   if (!r.by_batch_size.empty()) {
     out << "canary us per step by live batch size (steps: median / mean):\n";
-    std::snprintf(line, sizeof line, "  %10s  %-22s  %-22s  %s\n", "batch size", "all steps", "decode only", "with a prefill chunk");
+    std::snprintf(line, sizeof line, "  %10s  %-22s  %-22s  %s\n", "batch size", "all steps", "decode only",
+                  "with a prefill chunk");
     out << line;
     for (const BatchTiming& b : r.by_batch_size) {
-      std::snprintf(line, sizeof line, "  %10lld  %-22s  %-22s  %s\n", static_cast<long long>(b.batch_size), table_times(b.all).c_str(),
-                    table_times(b.decode_only).c_str(), table_times(b.with_prefill).c_str());
+      std::snprintf(line, sizeof line, "  %10lld  %-22s  %-22s  %s\n", static_cast<long long>(b.batch_size),
+                    table_times(b.all).c_str(), table_times(b.decode_only).c_str(),
+                    table_times(b.with_prefill).c_str());
       out << line;
     }
   }
@@ -184,12 +189,14 @@ std::string format_json(const SimulationReport& r) {
   out << "], \"ring_overflows\": " << r.ring_overflows << ",\n \"canary_us_per_step\": " << fixed(r.canary_us_per_step, 3)
       << ", \"step_us_per_step\": " << fixed(r.step_us_per_step, 3) << ", \"steps_per_second\": " << fixed(r.steps_per_second, 1)
       << ",\n \"canary_us_by_batch_size\": [";
-  for (std::size_t i = 0; i < r.by_batch_size.size(); ++i)
-    out << (i ? "," : "") << "\n  {\"batch_size\": " << r.by_batch_size[i].batch_size << ", \"steps\": " << r.by_batch_size[i].steps
-        << ", \"canary_us\": " << fixed(r.by_batch_size[i].canary_us, 3) << ", \"canary_us_median\": "
-        << fixed(r.by_batch_size[i].all.canary_us_median, 3) << ", \"step_us\": " << fixed(r.by_batch_size[i].all.step_us, 3)
-        << ",\n   \"decode_only\": " << json_times(r.by_batch_size[i].decode_only)
-        << ", \"with_prefill\": " << json_times(r.by_batch_size[i].with_prefill) << "}";
+  for (std::size_t i = 0; i < r.by_batch_size.size(); ++i) {
+    const BatchTiming& b = r.by_batch_size[i];
+    out << (i ? "," : "") << "\n  {\"batch_size\": " << b.batch_size << ", \"steps\": " << b.steps
+        << ", \"canary_us\": " << fixed(b.canary_us, 3)
+        << ", \"canary_us_median\": " << fixed(b.all.canary_us_median, 3)
+        << ", \"step_us\": " << fixed(b.all.step_us, 3) << ",\n   \"decode_only\": " << json_times(b.decode_only)
+        << ", \"with_prefill\": " << json_times(b.with_prefill) << "}";
+  }
   out << "], \"reference_mismatches\": " << r.reference_mismatches << ", \"missed\": " << r.missed()
       << ", \"ok\": " << (r.ok() ? "true" : "false") << "}\n";
   return out.str();

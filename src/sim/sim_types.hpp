@@ -59,7 +59,7 @@ struct SimulationOptions {
   RealKvMode real_kv = RealKvMode::All;
   std::int64_t max_prompt = 192;
   std::int64_t max_output = 128;
-  std::int64_t output_tokens = 0;           // > 0: every request's output is exactly that long (0: drawn, <= max_output)
+  std::int64_t output_tokens = 0;           // > 0: every request's output is that long (0: drawn, <= max_output)
   std::int64_t prefill_chunk = 64;
   std::int64_t step_token_budget = 128;
   std::int64_t sweep_every = 8;             // steps between sweeps of the prefix cache (0: never)
