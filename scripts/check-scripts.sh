@@ -4,8 +4,8 @@
 #
 #   scripts/check-scripts.sh
 #
-# 1. `scripts/run-demo.sh --help` and `scripts/run-tests.sh --help` print the script's own usage at once
-#    (under 5 s), and create no build directory;
+# 1. `scripts/run-demo.sh --help`, `scripts/run-tests.sh --help` and `scripts/measure-sim-overhead.sh --help`
+#    print the script's own usage at once (under 5 s), and create no build directory;
 # 2. the scripts work when called through a symlink from another directory (they find lib/common.sh and
 #    the tree from their real location);
 # 3. `scripts/run-demo.sh` (through a symlink) writes only the report to stdout: the same lines as
@@ -26,7 +26,7 @@ fail() { kv_log "FAILED: $*"; failures=$((failures + 1)); }
 pass() { kv_log "ok: $*"; }
 
 # --- 1 + 2. usage at once, directly and through a symlink ---------------------------------------------
-for script in run-demo run-tests; do
+for script in run-demo run-tests measure-sim-overhead; do
   ln -s "$KV_ROOT/scripts/$script.sh" "$work/bin/$script"
   for how in direct symlink; do
     exe=$KV_ROOT/scripts/$script.sh
@@ -50,7 +50,8 @@ ln -s "$KV_ROOT/scripts/run-demo.sh" "$work/bin/kvcanary-demo"
 if (cd "$work" && "$work/bin/kvcanary-demo" --steps 200 --seed 5 > "$work/demo.out" 2> "$work/demo.err"); then
   tool=$KV_BUILD_DIR/src/cli/kvcanary
   "$tool" simulate --steps 3000 --swa 64 --spec-decode --steps 200 --seed 5 > "$work/tool.out" 2> /dev/null || fail "$tool simulate failed"
-  mask() { sed -E 's/[0-9]+(\.[0-9]+)?(e[-+]?[0-9]+)?/N/g' "$1"; }
+  # numbers masked, runs of spaces squeezed (a number of another width shifts a padded column)
+  mask() { sed -E -e 's/[0-9]+(\.[0-9]+)?(e[-+]?[0-9]+)?/N/g' -e 's/ +/ /g' "$1"; }
   if ! diff <(mask "$work/tool.out") <(mask "$work/demo.out") > "$work/demo.diff"; then
     fail "run-demo.sh's stdout is not just the report (diff, numbers masked: tool < > script):"
     head -20 "$work/demo.diff" >&2

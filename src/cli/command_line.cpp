@@ -61,7 +61,8 @@ Usage:
   kvcanary demo   [--backend B] [--algorithm A] [--iterations N]
                                                              time a built-in synthetic batch's plan
   kvcanary simulate [--steps N] [--seed N] [--faults CLASS,...|all|none] [--backend B] [--page-size N]
-                    [--swa W] [--spec-decode] [--max-batch N] [--real-kv none|partial|all] [--json]
+                    [--swa W] [--spec-decode] [--max-batch N] [--full-batch] [--output-tokens N]
+                    [--real-kv none|partial|all] [--json]
                                                              the engine simulator with fault injection
                                                              (docs/simulator.md; default: every fault class);
                                                              exit 1 when a detectable fault was missed or a
@@ -77,6 +78,9 @@ Options:
                   falls back to portable); check: A for a plan or step case, C for a verify or write case
   --canary-algorithm C   step, check of a step case: the verify and write stages' path
   --iterations N  demo: timed plan() calls after one warm-up (default 20)
+  --full-batch    simulate: keep the batch full (max-batch requests every step, a finished one replaced
+                  at once); the report times decode-only steps apart from steps with a prefill chunk
+  --output-tokens N  simulate: every request's output is N tokens (default: drawn, median 24, <= 128)
   FILE "-" reads standard input.
 
 Plan case (plan; SPEC section 2 inputs):

@@ -53,13 +53,18 @@ int simulate_command(const std::vector<std::string>& args, std::ostream& out) {
       options.spec_decode = true;
       continue;
     }
+    if (arg == "--full-batch") {
+      options.full_batch = true;
+      continue;
+    }
     if (arg == "--json") {
       json = true;
       continue;
     }
     const std::string name = option_name(arg);
     const bool known = name == "--steps" || name == "--seed" || name == "--faults" || name == "--backend" ||
-                       name == "--page-size" || name == "--swa" || name == "--max-batch" || name == "--real-kv";
+                       name == "--page-size" || name == "--swa" || name == "--max-batch" || name == "--real-kv" ||
+                       name == "--output-tokens";
     if (!known) throw UsageError("simulate: unknown option '" + arg + "'");
     const std::string value = option_value(args, i);
     if (name == "--steps") options.steps = number(name, value, 1, 100000000);
@@ -67,6 +72,7 @@ int simulate_command(const std::vector<std::string>& args, std::ostream& out) {
     if (name == "--page-size") options.page_size = number(name, value, 1, 256);
     if (name == "--swa") options.swa_window = static_cast<int>(number(name, value, 0, 1 << 20));
     if (name == "--max-batch") options.max_batch = number(name, value, 1, 4096);
+    if (name == "--output-tokens") options.output_tokens = number(name, value, 1, 1 << 16);
     if (name == "--real-kv") options.real_kv = real_kv_mode(value);
     if (name == "--backend") backend = checked_backend(value);
     if (name == "--faults") {

@@ -3,7 +3,8 @@
 
 // `kvcanary simulate`: the engine simulator with fault injection (src/sim, docs/simulator.md).
 //   kvcanary simulate [--steps N] [--seed N] [--faults CLASS,...|all|none] [--backend B] [--page-size N]
-//                     [--swa W] [--spec-decode] [--max-batch N] [--real-kv none|partial|all] [--json]
+//                     [--swa W] [--spec-decode] [--max-batch N] [--full-batch] [--output-tokens N]
+//                     [--real-kv none|partial|all] [--json]
 // Prints the report's table (or its JSON); exit 0 when no detectable fault was missed and no violation
 // was left unexplained, 1 otherwise, 2 for a bad command line.
 

@@ -31,10 +31,11 @@ EngineShape engine_shape(const SimulationOptions& o) {
   if (o.swa_window < 0) throw std::invalid_argument("kvcanary simulate: the SWA window must be >= 0");
   if (o.max_prompt < 2 || o.max_output < 1 || o.prefill_chunk < 1 || o.num_draft_tokens < 0)
     throw std::invalid_argument("kvcanary simulate: prompt >= 2, output >= 1, chunk >= 1, draft tokens >= 0");
+  if (o.output_tokens < 0) throw std::invalid_argument("kvcanary simulate: output tokens must be >= 0");
   EngineShape s;
   s.page_size = o.page_size;
   s.max_batch = o.max_batch;
-  s.cols = o.max_prompt + o.max_output;
+  s.cols = o.max_prompt + std::max(o.max_output, o.output_tokens);
   s.max_cache_entries = kNumTemplates;
   s.rows = 1 + s.max_batch + s.max_cache_entries;
   const std::int64_t per_request = ceil_div(s.cols, s.page_size);
@@ -43,7 +44,9 @@ EngineShape engine_shape(const SimulationOptions& o) {
                 static_cast<std::int64_t>(o.faults.size()) * faults * 2 * per_request + 8;
   s.num_slots = s.num_pages * s.page_size;
   const std::int64_t decode_tokens = 1 + (o.spec_decode ? o.num_draft_tokens : 0);
-  s.token_capacity = std::max(o.step_token_budget, s.max_batch * decode_tokens);
+  s.token_budget = o.full_batch ? std::max(o.step_token_budget, s.max_batch * decode_tokens + o.prefill_chunk)
+                                : o.step_token_budget;
+  s.token_capacity = std::max(s.token_budget, s.max_batch * decode_tokens);
   s.verify_capacity = s.max_batch * s.cols;
   s.sweep_verify_capacity = s.max_cache_entries * s.cols;
   s.swa_window = o.swa_window;
@@ -185,7 +188,9 @@ Engine::Request Engine::make_request() {
   while (static_cast<std::int64_t>(prompt.size()) < prompt_len) prompt.push_back(static_cast<std::int32_t>(uniform(1, 50000)));
   if (static_cast<std::int64_t>(prompt.size()) <= head) r.template_id = -1;  // no room for a token after it
   r.prompt_len = prompt_len;
-  r.total_len = prompt_len + long_tailed(24.0, 1.0, 1, options_.max_output);
+  const std::int64_t output =
+      options_.output_tokens > 0 ? options_.output_tokens : long_tailed(24.0, 1.0, 1, options_.max_output);
+  r.total_len = prompt_len + output;
   r.tokens = prompt;
   while (static_cast<std::int64_t>(r.tokens.size()) < r.total_len) r.tokens.push_back(static_cast<std::int32_t>(uniform(1, 50000)));
   return r;
@@ -193,6 +198,8 @@ Engine::Request Engine::make_request() {
 
 void Engine::admit_requests() {
   if (uniform(0, 99) < 40 && arrivals_waiting_ < 16) ++arrivals_waiting_;
+  if (options_.full_batch)  // a queue that never runs dry: every free batch row is taken at once
+    arrivals_waiting_ = std::max(arrivals_waiting_, shape_.max_batch - static_cast<std::int64_t>(running_.size()));
   while (arrivals_waiting_ > 0 && static_cast<std::int64_t>(running_.size()) < shape_.max_batch && !free_rows_.empty()) {
     Request r = make_request();
     const auto hit = r.template_id >= 0 ? cache_.find(r.template_id) : cache_.end();
@@ -325,7 +332,7 @@ const StepData& Engine::begin_step(std::int64_t step) {
 void Engine::build_batch() {
   batch_.clear();
   batch_prefix_.clear();
-  std::int64_t budget = options_.step_token_budget;
+  std::int64_t budget = shape_.token_budget;
   std::vector<Request*> order;
   for (auto& [id, r] : running_) order.push_back(&r);
   // decode first, then prefill chunks from what the budget leaves
@@ -345,11 +352,13 @@ void Engine::build_batch() {
       }
     }
     if (r->extend > 0 && !ensure_pages(*r, r->written + r->extend)) r->extend = r->advance = 0;
+    if (r->extend > 0 && r->written < r->prompt_len) ++data_.prefill_rows;
     budget -= r->extend;
   }
   std::int64_t bucket = 1;
   while (bucket < static_cast<std::int64_t>(running_.size())) bucket *= 2;
   data_.batch_size = std::min(bucket, shape_.max_batch);
+  data_.live = static_cast<std::int64_t>(running_.size());
   auto& target = data_.tokens[static_cast<int>(Group::Target)];
   auto& draft = data_.tokens[static_cast<int>(Group::Draft)];
   auto& swa = data_.tokens[static_cast<int>(Group::Swa)];

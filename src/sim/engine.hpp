@@ -45,6 +45,8 @@ struct ByteFlip {
 struct StepData {
   std::int64_t step = 0;
   std::int64_t batch_size = 0;  // the bucket: a power of two (or max_batch), rows past the live ones are padding
+  std::int64_t live = 0;        // requests in the batch (rows before the padding)
+  std::int64_t prefill_rows = 0;  // of them, those writing a chunk of their prompt this step
   std::vector<std::int64_t> req_pool_indices, prefix_lens, extend_seq_lens, valid_lens;
   std::vector<std::int64_t> dirty_rows;
   bool lut_dirty = false;
@@ -66,6 +68,7 @@ struct EngineShape {
   std::int64_t page_size = 16, num_pages = 0, num_slots = 0;
   std::int64_t rows = 0, cols = 0;  // req_to_token and the expected-token pool: [rows, cols]
   std::int64_t max_batch = 0, token_capacity = 0, verify_capacity = 0;
+  std::int64_t token_budget = 0;  // tokens a step may write (options' step_token_budget, more with full_batch)
   std::int64_t max_cache_entries = 0, sweep_verify_capacity = 0;
   std::int64_t bytes_per_token = 32;  // of each real-KV tensor (K, V); real-KV PARTIAL reads the first 16
   int swa_window = 0;

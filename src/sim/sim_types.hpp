@@ -59,11 +59,17 @@ struct SimulationOptions {
   RealKvMode real_kv = RealKvMode::All;
   std::int64_t max_prompt = 192;
   std::int64_t max_output = 128;
+  std::int64_t output_tokens = 0;           // > 0: every request's output is that long (0: drawn, <= max_output)
   std::int64_t prefill_chunk = 64;
   std::int64_t step_token_budget = 128;
   std::int64_t sweep_every = 8;             // steps between sweeps of the prefix cache (0: never)
   std::int64_t ring_capacity = 4096;
   bool use_graphs = true;                   // CUDA: capture each batch-size bucket once, then replay
+  // Keep the batch full: every step admits new requests until max_batch run (arrivals never wait), and
+  // the step's token budget is at least a full batch's decode tokens + prefill_chunk. With a long
+  // output_tokens, the steady state is max_batch decoding requests (the overhead runs of
+  // scripts/measure-sim-overhead.sh).
+  bool full_batch = false;
 };
 
 // One injected fault and what became of it (the ground truth).
@@ -91,10 +97,29 @@ struct ClassSummary {
   std::int64_t reason_bits = 0;
 };
 
+// The canary's and the whole step's time over a set of steps.
+struct StepTimes {
+  std::int64_t steps = 0;
+  double canary_us = 0, canary_us_median = 0;  // per step
+  double step_us = 0;                          // mean per step
+};
+
+// The steps of one live batch size (requests in the batch): all of them, those where every request
+// decoded (no prompt chunk in the batch) and those with at least one prefill chunk.
 struct BatchTiming {
   std::int64_t batch_size = 0, steps = 0;
-  double canary_us = 0;  // mean per step
+  double canary_us = 0;  // mean per step, all steps
+  StepTimes all, decode_only, with_prefill;
 };
+
+// One timed step, as simulate() records it.
+struct StepSample {
+  std::int64_t batch_size = 0;  // live requests
+  bool prefill = false;         // a prompt chunk in the batch
+  float canary_us = 0, step_us = 0;
+};
+// Groups the samples by batch size (ascending) and computes means and medians.
+std::vector<BatchTiming> batch_timings(const std::vector<StepSample>& samples);
 
 struct SimulationReport {
   std::string backend;

@@ -15,7 +15,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <map>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -75,7 +74,8 @@ SimulationReport simulate(const Space& space, const SimulationOptions& options, 
   if (reference_shadow) reference.emplace(engine.shape(), options);
   std::int64_t mismatches = 0;
   double canary_us = 0, step_us = 0;
-  std::map<std::int64_t, std::pair<std::int64_t, double>> by_batch;  // live batch size → (steps, canary µs)
+  std::vector<StepSample> samples;  // per step: live batch size, prefill or not, canary and step µs
+  samples.reserve(static_cast<std::size_t>(std::min<std::int64_t>(options.steps, std::int64_t(1) << 24)));
 
   const auto run_start = std::chrono::steady_clock::now();
   for (std::int64_t step = 0; step < options.steps; ++step) {
@@ -111,11 +111,9 @@ SimulationReport simulate(const Space& space, const SimulationOptions& options, 
     }
     engine.end_step(rows, overflows);
     canary_us += canary;
-    const std::int64_t live = static_cast<std::int64_t>(
-        std::count_if(data.req_pool_indices.begin(), data.req_pool_indices.end(), [](std::int64_t rp) { return rp != 0; }));
-    by_batch[live].first += 1;
-    by_batch[live].second += canary;
-    step_us += Impl::microseconds_since(step_start);
+    const double step_time = Impl::microseconds_since(step_start);
+    step_us += step_time;
+    samples.push_back({data.live, data.prefill_rows > 0, static_cast<float>(canary), static_cast<float>(step_time)});
   }
   const double total_us = Impl::microseconds_since(run_start);
 
@@ -125,7 +123,7 @@ SimulationReport simulate(const Space& space, const SimulationOptions& options, 
   report.canary_us_per_step = canary_us / steps;
   report.step_us_per_step = step_us / steps;
   report.steps_per_second = total_us > 0 ? static_cast<double>(options.steps) * 1e6 / total_us : 0;
-  for (const auto& [bs, v] : by_batch) report.by_batch_size.push_back({bs, v.first, v.second / static_cast<double>(v.first)});
+  report.by_batch_size = batch_timings(samples);
   if (reference) report.reference_mismatches = mismatches;
   return report;
 }

@@ -154,6 +154,85 @@ TEST(Simulator, ReportFormsNameEveryInjectedClass) {
   EXPECT_NE(json.find("\"ok\": true"), std::string::npos);
 }
 
+// --full-batch: every step holds max_batch requests (a finished one replaced at once); with a fixed
+// output length most steps are decode only, and the report times them apart from the prefill ones.
+TEST(Simulator, FullBatchKeepsEveryRowBusyAndSplitsDecodeFromPrefill) {
+  SimulationOptions o;
+  o.steps = 400;
+  o.seed = 21;
+  o.max_batch = 8;
+  o.full_batch = true;
+  o.output_tokens = 60;
+  const SimulationReport r = run(o, /*reference=*/true);
+  EXPECT_TRUE(r.ok());
+  EXPECT_EQ(r.rows, 0);
+  EXPECT_EQ(r.reference_mismatches, 0);
+  EXPECT_GT(r.requests_finished, 20);
+  ASSERT_EQ(r.by_batch_size.size(), 1u);  // full from step 0 on
+  const auto& b = r.by_batch_size[0];
+  EXPECT_EQ(b.batch_size, 8);
+  EXPECT_EQ(b.steps, o.steps);
+  EXPECT_EQ(b.decode_only.steps + b.with_prefill.steps, o.steps);
+  EXPECT_GT(b.decode_only.steps, o.steps / 4);
+  EXPECT_GT(b.with_prefill.steps, 0);
+  EXPECT_GT(b.decode_only.canary_us_median, 0);
+  EXPECT_GT(b.decode_only.step_us, b.decode_only.canary_us);
+  EXPECT_GE(r.tokens_written, o.steps * 8 - 8 * 200);  // every row writes nearly every step (budget scaled)
+}
+
+// A full batch of 64 decode requests needs more than the default budget of 128 tokens once drafts are
+// on: it is scaled, so no request is starved, and every fault class is still caught.
+TEST(Simulator, FullBatchWithSpecDecodeAndEveryFault) {
+  SimulationOptions o = every_fault(500, 31);
+  o.max_batch = 40;
+  o.full_batch = true;
+  const SimulationReport r = run(o, /*reference=*/true);
+  EXPECT_TRUE(r.ok());
+  EXPECT_EQ(r.reference_mismatches, 0);
+  const auto shape = kvcanary::sim::engine_shape(o);
+  EXPECT_EQ(shape.token_budget, 40 * (1 + o.num_draft_tokens) + o.prefill_chunk);
+  std::int64_t full = 0;
+  for (const auto& b : r.by_batch_size)
+    if (b.batch_size == 40) full = b.steps;
+  EXPECT_GT(full, o.steps * 9 / 10);  // only condemned requests' rows are refilled a step late
+}
+
+TEST(Simulator, OutputTokensFixEveryRequestsLength) {
+  SimulationOptions o;
+  o.steps = 300;
+  o.seed = 4;
+  o.output_tokens = 300;  // past max_output (128): the tables grow to fit
+  const auto shape = kvcanary::sim::engine_shape(o);
+  EXPECT_EQ(shape.cols, o.max_prompt + 300);
+  const SimulationReport r = run(o);
+  EXPECT_TRUE(r.ok());
+  EXPECT_EQ(r.requests_finished, 0);  // none can finish in 300 steps: each needs 300 decode steps
+  o.output_tokens = -1;
+  EXPECT_THROW(kvcanary::sim::engine_shape(o), std::invalid_argument);
+}
+
+TEST(Simulator, BatchTimingsGroupStepsBySizeAndKind) {
+  using kvcanary::sim::StepSample;
+  const std::vector<StepSample> samples = {{4, false, 1, 10}, {4, false, 3, 10}, {4, true, 8, 20},  {1, false, 2, 4},
+                                           {4, false, 2, 10}, {4, true, 6, 30},  {4, false, 10, 10}};
+  const auto t = kvcanary::sim::batch_timings(samples);
+  ASSERT_EQ(t.size(), 2u);
+  EXPECT_EQ(t[0].batch_size, 1);
+  EXPECT_EQ(t[0].steps, 1);
+  EXPECT_EQ(t[0].with_prefill.steps, 0);
+  EXPECT_EQ(t[1].batch_size, 4);
+  EXPECT_EQ(t[1].steps, 6);
+  EXPECT_DOUBLE_EQ(t[1].canary_us, 30.0 / 6);
+  EXPECT_DOUBLE_EQ(t[1].all.canary_us_median, 4.5);  // 1 2 3 6 8 10
+  EXPECT_EQ(t[1].decode_only.steps, 4);
+  EXPECT_DOUBLE_EQ(t[1].decode_only.canary_us, 4);
+  EXPECT_DOUBLE_EQ(t[1].decode_only.canary_us_median, 2.5);  // 1 2 3 10
+  EXPECT_DOUBLE_EQ(t[1].decode_only.step_us, 10);
+  EXPECT_EQ(t[1].with_prefill.steps, 2);
+  EXPECT_DOUBLE_EQ(t[1].with_prefill.canary_us_median, 7);
+  EXPECT_DOUBLE_EQ(t[1].with_prefill.step_us, 25);
+}
+
 TEST(Simulator, FaultListsParse) {
   EXPECT_EQ(kvcanary::sim::parse_fault_classes("all").size(), static_cast<std::size_t>(kvcanary::sim::kFaultClasses));
   EXPECT_TRUE(kvcanary::sim::parse_fault_classes("none").empty());
