@@ -147,24 +147,22 @@ struct WriteFunctor {
       return 0;
     }
     for (std::int64_t base = begin; base < stop; base += lanes) {
-      const int count = static_cast<int>(stop - base < lanes ? stop - base : lanes);
+      const std::int64_t count = stop - base < lanes ? stop - base : lanes;
       // The next chunk's own token, loaded now and used after this chunk's chain.
       const WriteToken next = own_token(base + lanes + lane, stop);
       ChainState before = chain;
       bool overwritten = false;  // a later token of the chunk targets my slot: its record is the one kept
-      // The walk is one branch-free block a token (selects, no jumps, so the compiler can hide its
-      // bookkeeping in the chain's stalls), and it loads token j + 1 before it hashes token j.
+      // The walk loads token j + 1 before it hashes token j, so the load hides behind the chain.
       WriteToken ahead = token_at(base);
-      for (int j = 0; j < count; ++j) {
+      for (std::int64_t j = 0; j < count; ++j) {
         const WriteToken t = ahead;
-        ahead = token_at(base + (j + 1 < count ? j + 1 : j));
+        if (j + 1 < count) ahead = token_at(base + j + 1);
         if (j == lane) before = chain;
         overwritten = overwritten || (j > lane && t.slot == mine.slot);
-        const bool stored = t.slot >= 0 && t.slot < n;
-        const std::int64_t hashed = record_hash(chain.running, t.token, t.position);
-        chain.running = stored ? hashed : chain.running;
-        chain.prev_position = stored ? as_uint64(t.position) : chain.prev_position;
-        chain.stored += stored ? 1 : 0;
+        if (t.slot < 0 || t.slot >= n) continue;
+        chain.running = record_hash(chain.running, t.token, t.position);
+        chain.prev_position = as_uint64(t.position);
+        ++chain.stored;
       }
       if (lane < count) store_token(mine, before, position_assert, !overwritten);
       mine = next;
