@@ -4,6 +4,8 @@
 
 #include "test_canary_support.hpp"
 
+#include <limits>
+
 namespace kvcanary_test {
 
 class CanaryFacts : public ::testing::Test {
@@ -206,6 +208,13 @@ TEST_F(CanaryFacts, OutOfRangeRows) {
   run = write(past, tokens({7, 8}, {0, 1}, {1, 2}), buffer);
   EXPECT_EQ(run.ring.rows.size(), 1u);
   EXPECT_EQ(run.ring.rows.at(0)[kvcanary::kRowSlot], 2);  // token 1 stored, index 2 is past the arrays
+  // Offsets at the int64 end: one row at begin, nothing read (a lane's index begin + lane would overflow).
+  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+  past.write_offsets = {kMax - 1, kMax};
+  run = write(past, tokens({7, 8}, {0, 1}, {1, 2}), buffer);
+  ASSERT_EQ(run.ring.rows.size(), 1u);
+  EXPECT_EQ(run.ring.rows[0], (RingRow{0, kMax - 1, -1, -1, -1, kAnchorHash, -1, 64}));
+  EXPECT_EQ(run.buffer, buffer);
 }
 
 TEST_F(CanaryFacts, RealKvByteFlipIsBit4Only) {

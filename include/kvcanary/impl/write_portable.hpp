@@ -124,8 +124,9 @@ struct WriteFunctor {
     const int lane = team.team_rank(), lanes = team.team_size();
     const std::int64_t n = buffer.num_slots;
     const std::int64_t stop = end < tokens.num_tokens ? end : tokens.num_tokens;
-    // The lane's first token loads beside the seed's record: two reads in flight, one wait.
-    WriteToken mine = begin >= 0 ? own_token(begin + lane, stop) : WriteToken{};
+    // The lane's first token loads beside the seed's record: two reads in flight, one wait. (begin <
+    // stop <= num_tokens: begin + lane cannot overflow, whatever the offsets hold.)
+    WriteToken mine = begin >= 0 && begin < stop ? own_token(begin + lane, stop) : WriteToken{};
     ChainState chain;
     bool position_assert = false;
     if (seed >= n) {
