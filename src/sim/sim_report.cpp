@@ -93,8 +93,6 @@ std::vector<BatchTiming> batch_timings(const std::vector<StepSample>& samples) {
     b.all = step_times(std::move(split.canary[0]), split.step_us[0]);
     b.decode_only = step_times(std::move(split.canary[1]), split.step_us[1]);
     b.with_prefill = step_times(std::move(split.canary[2]), split.step_us[2]);
-    b.steps = b.all.steps;
-    b.canary_us = b.all.canary_us;
     out.push_back(b);
   }
   return out;
@@ -191,8 +189,8 @@ std::string format_json(const SimulationReport& r) {
       << ",\n \"canary_us_by_batch_size\": [";
   for (std::size_t i = 0; i < r.by_batch_size.size(); ++i) {
     const BatchTiming& b = r.by_batch_size[i];
-    out << (i ? "," : "") << "\n  {\"batch_size\": " << b.batch_size << ", \"steps\": " << b.steps
-        << ", \"canary_us\": " << fixed(b.canary_us, 3)
+    out << (i ? "," : "") << "\n  {\"batch_size\": " << b.batch_size << ", \"steps\": " << b.all.steps
+        << ", \"canary_us\": " << fixed(b.all.canary_us, 3)
         << ", \"canary_us_median\": " << fixed(b.all.canary_us_median, 3)
         << ", \"step_us\": " << fixed(b.all.step_us, 3) << ",\n   \"decode_only\": " << json_times(b.decode_only)
         << ", \"with_prefill\": " << json_times(b.with_prefill) << "}";

@@ -107,8 +107,7 @@ struct StepTimes {
 // The steps of one live batch size (requests in the batch): all of them, those where every request
 // decoded (no prompt chunk in the batch) and those with at least one prefill chunk.
 struct BatchTiming {
-  std::int64_t batch_size = 0, steps = 0;
-  double canary_us = 0;  // mean per step, all steps
+  std::int64_t batch_size = 0;
   StepTimes all, decode_only, with_prefill;
 };
 

@@ -171,7 +171,7 @@ TEST(Simulator, FullBatchKeepsEveryRowBusyAndSplitsDecodeFromPrefill) {
   ASSERT_EQ(r.by_batch_size.size(), 1u);  // full from step 0 on
   const auto& b = r.by_batch_size[0];
   EXPECT_EQ(b.batch_size, 8);
-  EXPECT_EQ(b.steps, o.steps);
+  EXPECT_EQ(b.all.steps, o.steps);
   EXPECT_EQ(b.decode_only.steps + b.with_prefill.steps, o.steps);
   EXPECT_GT(b.decode_only.steps, o.steps / 4);
   EXPECT_GT(b.with_prefill.steps, 0);
@@ -193,7 +193,7 @@ TEST(Simulator, FullBatchWithSpecDecodeAndEveryFault) {
   EXPECT_EQ(shape.token_budget, 40 * (1 + o.num_draft_tokens) + o.prefill_chunk);
   std::int64_t full = 0;
   for (const auto& b : r.by_batch_size)
-    if (b.batch_size == 40) full = b.steps;
+    if (b.batch_size == 40) full = b.all.steps;
   EXPECT_GT(full, o.steps * 9 / 10);  // only condemned requests' rows are refilled a step late
 }
 
@@ -218,11 +218,11 @@ TEST(Simulator, BatchTimingsGroupStepsBySizeAndKind) {
   const auto t = kvcanary::sim::batch_timings(samples);
   ASSERT_EQ(t.size(), 2u);
   EXPECT_EQ(t[0].batch_size, 1);
-  EXPECT_EQ(t[0].steps, 1);
+  EXPECT_EQ(t[0].all.steps, 1);
   EXPECT_EQ(t[0].with_prefill.steps, 0);
   EXPECT_EQ(t[1].batch_size, 4);
-  EXPECT_EQ(t[1].steps, 6);
-  EXPECT_DOUBLE_EQ(t[1].canary_us, 30.0 / 6);
+  EXPECT_EQ(t[1].all.steps, 6);
+  EXPECT_DOUBLE_EQ(t[1].all.canary_us, 30.0 / 6);
   EXPECT_DOUBLE_EQ(t[1].all.canary_us_median, 4.5);  // 1 2 3 6 8 10
   EXPECT_EQ(t[1].decode_only.steps, 4);
   EXPECT_DOUBLE_EQ(t[1].decode_only.canary_us, 4);
