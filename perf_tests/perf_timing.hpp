@@ -70,11 +70,13 @@ std::vector<std::pair<Launch, std::string>> launches(const std::string& backend)
   return {{Launch::Host, backend}};
 }
 
-// The implementations of the canary stages a backend times (the last-but-one name component on CUDA).
+// The implementations of a canary stage a backend times (the last-but-one name component on CUDA):
+// on CUDA the raw kernel where the stage has one (write), and the portable one.
 template <class ExecutionSpace>
-std::vector<std::pair<std::string, kvcanary::CanaryAlgorithm>> canary_algorithms() {
-  if (is_cuda<ExecutionSpace>()) return {{"/portable", kvcanary::CanaryAlgorithm::Portable}};
-  return {{"", kvcanary::CanaryAlgorithm::Portable}};
+std::vector<std::pair<std::string, kvcanary::CanaryAlgorithm>> canary_algorithms(bool has_cuda_path) {
+  if (!is_cuda<ExecutionSpace>()) return {{"", kvcanary::CanaryAlgorithm::Portable}};
+  if (has_cuda_path) return {{"/cuda", kvcanary::CanaryAlgorithm::Cuda}, {"/portable", kvcanary::CanaryAlgorithm::Portable}};
+  return {{"/portable", kvcanary::CanaryAlgorithm::Portable}};
 }
 
 inline void register_timed(const std::string& name, std::function<void(benchmark::State&)> body) {

@@ -209,7 +209,7 @@ void register_verify_benchmarks(const std::string& backend) {
     const std::int64_t cells = (shape.batch_size + 1) * (shape.prefix_max + shape.extend_max);  // workloads.hpp
     if (!is_cuda<ExecutionSpace>() && cells > kHostMaxCanarySlots && !host_large_workloads()) continue;
     for (const int targets : {1, 2})
-      for (const auto& algorithm : canary_algorithms<ExecutionSpace>())
+      for (const auto& algorithm : canary_algorithms<ExecutionSpace>(false))
         for (const auto& launch : launches<ExecutionSpace>(backend)) {
           const auto stage = targets == 1 ? "verify/" : "verify_kv/";
           const kvcanary::CanaryAlgorithm path = algorithm.second;

@@ -102,7 +102,7 @@ void register_write_benchmarks(const std::string& backend) {
   for (const Regime regime : {Regime::Latency, Regime::Chain})
     for (const WriteShape& shape : write_shapes())
       if (shape.regime == regime)
-        for (const auto& algorithm : canary_algorithms<ExecutionSpace>())
+        for (const auto& algorithm : canary_algorithms<ExecutionSpace>(true))
           for (const auto& launch : launches<ExecutionSpace>(backend)) {
             const kvcanary::CanaryAlgorithm path = algorithm.second;
             const Launch mode = launch.first;

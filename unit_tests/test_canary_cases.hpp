@@ -33,13 +33,24 @@ struct VerifyCase {
   Ring ring;
 };
 
+// The shape of a write call's requests. Short: 1–6 tokens, one in seven slots invalid (the edges).
+// Long: up to 100 tokens, so a request spans chunks of 32 (the GPU kernels' unit) and many chunks
+// have every token stored; few slots per request, so a chunk often writes one slot twice.
+struct WriteShape {
+  std::int64_t max_slots = 48, max_length = 6;
+  bool long_requests = false;
+  static WriteShape long_ones() { return WriteShape{160, 100, true}; }
+};
+
 class CanaryCaseGenerator {
  public:
   explicit CanaryCaseGenerator(std::uint64_t seed) : rng_(seed) {}
 
-  WriteCase next_write() {
+  WriteCase next_write(const WriteShape& shape = WriteShape{}) {
     WriteCase c;
-    const std::int64_t slots = between(1, 48);
+    const std::int64_t slots = between(1, shape.max_slots);
+    // Long requests: per call, no invalid slot, a rare one, or the short shape's rate.
+    const double invalid = shape.long_requests ? (chance(0.4) ? 0.0 : chance(0.5) ? 0.004 : 0.14) : 0.14;
     c.buffer = buffer(slots);
     c.real_kv = real_kv(slots);
     c.kind = static_cast<KernelKind>(between(0, kvcanary::kKernelKinds - 1));
@@ -55,7 +66,7 @@ class CanaryCaseGenerator {
     for (std::int64_t r = 0; r < capacity; ++r) {
       plan.write_offsets[static_cast<std::size_t>(r)] = next;
       if (r >= requests) continue;
-      const std::int64_t length = chance(0.15) ? 0 : between(1, 6);
+      const std::int64_t length = chance(0.15) ? 0 : between(1, shape.max_length);
       const std::int64_t first = r * span, last = std::min(first + span, slots) - 1;
       plan.write_seed_slot_indices[static_cast<std::size_t>(r)] =
           chance(0.1) ? slots + between(0, 3) : chance(0.3) ? -1 : between(first, std::max(first, last));
@@ -63,8 +74,8 @@ class CanaryCaseGenerator {
       for (std::int64_t j = 0; j < length; ++j, ++position) {
         const double pick = uniform();
         std::int64_t slot = first <= last ? between(first, last) : -1;
-        if (pick < 0.08) slot = -1 - between(0, 2);
-        else if (pick < 0.14) slot = slots + between(0, 5);
+        if (pick < invalid * 0.57) slot = -1 - between(0, 2);
+        else if (pick < invalid) slot = slots + between(0, 5);
         if (chance(0.05)) ++position;  // a gap: the chain-position assert fires
         const std::int64_t token = between(-2, 1000);
         c.tokens.input_ids.push_back(token);

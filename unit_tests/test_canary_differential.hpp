@@ -32,6 +32,18 @@ TEST_P(CanaryDifferential, RandomWritesMatchReference) {
   }
 }
 
+// Requests of up to 100 tokens: chunks of 32 with every token stored, chunk boundaries, a slot written
+// twice in one chunk, seeds among the request's own targets (the GPU kernels' unit is a 32-token chunk).
+TEST_P(CanaryDifferential, RandomLongWritesMatchReference) {
+  CanaryCaseGenerator generator(0x10C0 + static_cast<int>(GetParam()));
+  for (int k = 0; k < 300; ++k) {
+    const WriteCase c = generator.next_write(WriteShape::long_ones());
+    SCOPED_TRACE("long write case " + std::to_string(k));
+    runner(k).write(c.plan, c.tokens, c.kind, c.real_kv, c.buffer, c.ring);
+    if (HasFailure()) return;
+  }
+}
+
 // write() shares a request's chain among a team's lanes (32 on a GPU, 1 on the host): every width this
 // backend can run gives the reference's records, chunk boundaries and duplicate slots included.
 TEST_P(CanaryDifferential, RandomWritesMatchReferenceAtEveryTeamWidth) {

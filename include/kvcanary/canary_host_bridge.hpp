@@ -164,7 +164,7 @@ WritePlan<MemorySpace> upload_write_plan(const ExecutionSpace& space, const refe
 struct HostDataLayout {
   std::int64_t stride_bytes = kRecordBytes;  // of the uploaded canary buffer
   bool int32_tokens = false;                 // token arrays as int32 (values must fit)
-  int write_lanes = 0;                       // threads per request in write(); 0: the backend's (tests vary it)
+  int write_lanes = 0;                       // > 0: the portable write() kernel at this width (tests vary it)
 };
 
 // write() on host data: uploads everything, runs on `space`, and writes back the buffer and the ring.
@@ -181,13 +181,17 @@ void write_host_data(const ExecutionSpace& space, const reference::Outputs& plan
   options.real_kv = upload_real_kv(space, real_kv);
   options.algorithm = algorithm;
   const WritePlan<MemorySpace> write_plan = upload_write_plan(space, plan);
-  const int lanes = layout.write_lanes > 0 ? layout.write_lanes : Impl::TeamShape<ExecutionSpace>::write_lanes();
+  // A width the test asks for runs the portable kernel at that width; else write() picks the path.
+  const auto run = [&](const auto& device_tokens) {
+    if (layout.write_lanes > 0)
+      Impl::write_with_lanes(space, write_plan, device_tokens, device_buffer, device_ring, options, layout.write_lanes);
+    else
+      write(space, write_plan, device_tokens, device_buffer, device_ring, options);
+  };
   if (layout.int32_tokens)
-    Impl::write_with_lanes(space, write_plan, upload_step_tokens<std::int32_t>(space, tokens), device_buffer, device_ring,
-                           options, lanes);
+    run(upload_step_tokens<std::int32_t>(space, tokens));
   else
-    Impl::write_with_lanes(space, write_plan, upload_step_tokens<std::int64_t>(space, tokens), device_buffer, device_ring,
-                           options, lanes);
+    run(upload_step_tokens<std::int64_t>(space, tokens));
   buffer = download_canary_buffer(space, device_buffer);
   ring = download_violation_ring(space, device_ring);
 }

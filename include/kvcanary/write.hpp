@@ -14,6 +14,7 @@
 
 #include <kvcanary/canary_types.hpp>
 #include <kvcanary/canary_validate.hpp>
+#include <kvcanary/impl/write_cuda.hpp>
 #include <kvcanary/impl/write_portable.hpp>
 #include <kvcanary/plan_types.hpp>
 
@@ -23,48 +24,59 @@ namespace kvcanary {
 
 namespace Impl {
 
-// write() with `lanes` threads per request (impl/write_portable.hpp); the tests run several widths.
+// The host checks of write() (std::invalid_argument before anything is launched), then the kernel's
+// arguments.
 template <class ExecutionSpace, class MemorySpace, class Index>
-void write_with_lanes(const ExecutionSpace& space, const WritePlan<MemorySpace>& write_plan,
-                      const StepTokens<MemorySpace, Index>& tokens, const CanaryBuffer<MemorySpace>& buffer,
-                      const ViolationRing<MemorySpace>& ring, const WriteOptions<MemorySpace>& options, int lanes) {
+WriteFunctor<ExecutionSpace, MemorySpace, Index> checked_write_functor(const WritePlan<MemorySpace>& write_plan,
+                                                                     const StepTokens<MemorySpace, Index>& tokens,
+                                                                     const CanaryBuffer<MemorySpace>& buffer,
+                                                                     const ViolationRing<MemorySpace>& ring,
+                                                                     const WriteOptions<MemorySpace>& options) {
   static_assert(Kokkos::is_execution_space<ExecutionSpace>::value,
                 "kvcanary::write: the first argument must be a Kokkos execution space instance");
   static_assert(Kokkos::SpaceAccessibility<ExecutionSpace, MemorySpace>::accessible,
                 "kvcanary::write: the canary's memory space must be accessible from the execution space");
   static_assert(std::is_same<Index, std::int64_t>::value || std::is_same<Index, std::int32_t>::value,
                 "kvcanary::write: token arrays hold int64 or int32");
-  using Impl::throw_invalid_in;
   constexpr const char* kWhere = "write";
   const std::int64_t num_tokens = tokens.num_tokens();
-  if (Impl::extent_of(tokens.positions) != num_tokens || Impl::extent_of(tokens.out_cache_loc) != num_tokens)
-    throw_invalid_in(kWhere, "input_ids, positions and out_cache_loc have ", num_tokens, ", ", Impl::extent_of(tokens.positions),
-                     " and ", Impl::extent_of(tokens.out_cache_loc), " entries, must be equal");
+  if (extent_of(tokens.positions) != num_tokens || extent_of(tokens.out_cache_loc) != num_tokens)
+    throw_invalid_in(kWhere, "input_ids, positions and out_cache_loc have ", num_tokens, ", ", extent_of(tokens.positions),
+                     " and ", extent_of(tokens.out_cache_loc), " entries, must be equal");
   if (tokens.expected_input_ids.has_value() != tokens.expected_positions.has_value())
     throw_invalid_in(kWhere, "expected_input_ids and expected_positions must be given both or neither");
   if (tokens.expected_input_ids &&
-      (Impl::extent_of(*tokens.expected_input_ids) != num_tokens || Impl::extent_of(*tokens.expected_positions) != num_tokens))
-    throw_invalid_in(kWhere, "expected_input_ids and expected_positions have ", Impl::extent_of(*tokens.expected_input_ids),
-                     " and ", Impl::extent_of(*tokens.expected_positions), " entries, must be num_tokens = ", num_tokens);
+      (extent_of(*tokens.expected_input_ids) != num_tokens || extent_of(*tokens.expected_positions) != num_tokens))
+    throw_invalid_in(kWhere, "expected_input_ids and expected_positions have ", extent_of(*tokens.expected_input_ids),
+                     " and ", extent_of(*tokens.expected_positions), " entries, must be num_tokens = ", num_tokens);
   if (tokens.chain_position_assert.data() == nullptr) throw_invalid_in(kWhere, "chain_position_assert is not allocated");
-  if (Impl::extent_of(write_plan.write_offsets) - 1 != write_plan.capacity())
-    throw_invalid_in(kWhere, "write_offsets has ", Impl::extent_of(write_plan.write_offsets),
+  if (extent_of(write_plan.write_offsets) - 1 != write_plan.capacity())
+    throw_invalid_in(kWhere, "write_offsets has ", extent_of(write_plan.write_offsets),
                      " entries, must be write_req_capacity + 1 (write_seed_slot_indices has ", write_plan.capacity(), ")");
   if (write_plan.write_num_valid_reqs.data() == nullptr) throw_invalid_in(kWhere, "write_num_valid_reqs is not allocated");
-  Impl::check_buffer(kWhere, buffer);
-  Impl::check_ring(kWhere, ring);
-  Impl::check_kernel_kind(kWhere, options.kernel_kind);
+  check_buffer(kWhere, buffer);
+  check_ring(kWhere, ring);
+  check_kernel_kind(kWhere, options.kernel_kind);
 
-  Impl::WriteFunctor<ExecutionSpace, MemorySpace, Index> functor{};
-  functor.plan = Impl::DeviceWritePlan<MemorySpace>(write_plan);
-  functor.tokens = Impl::DeviceStepTokens<MemorySpace, Index>(tokens);
-  functor.buffer = Impl::DeviceBuffer<MemorySpace>(buffer);
-  functor.real_kv = Impl::device_real_kv(kWhere, options.real_kv, buffer.num_slots());
-  functor.ring = Impl::DeviceRing<MemorySpace>(ring);
+  WriteFunctor<ExecutionSpace, MemorySpace, Index> functor{};
+  functor.plan = DeviceWritePlan<MemorySpace>(write_plan);
+  functor.tokens = DeviceStepTokens<MemorySpace, Index>(tokens);
+  functor.buffer = DeviceBuffer<MemorySpace>(buffer);
+  functor.real_kv = device_real_kv(kWhere, options.real_kv, buffer.num_slots());
+  functor.ring = DeviceRing<MemorySpace>(ring);
   functor.kind = static_cast<std::int64_t>(options.kernel_kind);
+  return functor;
+}
 
+// The portable kernel with `lanes` threads per request (impl/write_portable.hpp); the tests run several
+// widths.
+template <class ExecutionSpace, class MemorySpace, class Index>
+void write_with_lanes(const ExecutionSpace& space, const WritePlan<MemorySpace>& write_plan,
+                      const StepTokens<MemorySpace, Index>& tokens, const CanaryBuffer<MemorySpace>& buffer,
+                      const ViolationRing<MemorySpace>& ring, const WriteOptions<MemorySpace>& options, int lanes) {
+  const auto functor = checked_write_functor<ExecutionSpace>(write_plan, tokens, buffer, ring, options);
   Kokkos::Profiling::pushRegion("kvcanary::write");
-  Impl::launch_write_portable(space, functor, lanes);
+  launch_write_portable(space, functor, lanes);
   Kokkos::Profiling::popRegion();
 }
 
@@ -74,7 +86,16 @@ template <class ExecutionSpace, class MemorySpace, class Index>
 void write(const ExecutionSpace& space, const WritePlan<MemorySpace>& write_plan,
            const StepTokens<MemorySpace, Index>& tokens, const CanaryBuffer<MemorySpace>& buffer,
            const ViolationRing<MemorySpace>& ring, const WriteOptions<MemorySpace>& options = WriteOptions<MemorySpace>{}) {
-  Impl::write_with_lanes(space, write_plan, tokens, buffer, ring, options, Impl::TeamShape<ExecutionSpace>::write_lanes());
+  const auto functor = Impl::checked_write_functor<ExecutionSpace>(write_plan, tokens, buffer, ring, options);
+  Kokkos::Profiling::pushRegion("kvcanary::write");
+  using Backend = Impl::WriteBackend<ExecutionSpace>;
+  bool done = false;
+  if constexpr (Backend::has_cuda) {
+    // The CUDA path returns false, having launched nothing, when it cannot run on this space.
+    if (options.algorithm != CanaryAlgorithm::Portable) done = Backend::write(space, functor);
+  }
+  if (!done) Impl::launch_write_portable(space, functor, Impl::TeamShape<ExecutionSpace>::write_lanes());
+  Kokkos::Profiling::popRegion();
 }
 
 }  // namespace kvcanary

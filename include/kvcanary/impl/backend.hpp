@@ -82,6 +82,12 @@ struct EntriesBackend {
   static constexpr bool has_cuda_persistent = false;
 };
 
+// Whether write() has a raw CUDA kernel for a space: write_cuda.hpp specializes it for Kokkos::Cuda.
+template <class ExecutionSpace>
+struct WriteBackend {
+  static constexpr bool has_cuda = false;
+};
+
 }  // namespace Impl
 }  // namespace kvcanary
 

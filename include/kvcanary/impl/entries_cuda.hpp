@@ -24,62 +24,19 @@
 #ifdef KOKKOS_ENABLE_CUDA
 
 #include <kvcanary/impl/backend.hpp>
+#include <kvcanary/impl/cuda_queries.hpp>
 #include <kvcanary/impl/cuda_single_launch.hpp>
 #include <kvcanary/impl/cuda_two_launches.hpp>
-#include <kvcanary/impl/per_device.hpp>
 
 #include <cuda_runtime.h>
 
 #include <climits>
 #include <cstdint>
-#include <stdexcept>
-#include <string>
 #include <utility>
-
-#define KVCANARY_CUDA_CHECK(call) ::kvcanary::Impl::cuda_check((call), #call, __FILE__, __LINE__)
 
 namespace kvcanary {
 namespace Impl {
-
-inline void cuda_check(cudaError_t error, const char* call, const char* file, int line) {
-  if (error != cudaSuccess)
-    throw std::runtime_error(std::string("kvcanary: ") + call + " failed at " + file + ":" + std::to_string(line) +
-                             ": " + cudaGetErrorString(error));
-}
-
 namespace CudaPersistent {
-
-// The device's SM count, queried on each device's first use; 0 when the query fails.
-inline int sm_count(int device) {
-  static PerDevice cache;
-  return cache.get(device, [device] {
-    int n = 0;
-    return cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device) == cudaSuccess ? n : 0;
-  });
-}
-
-// query() run with `device` as the current device (occupancy and function attributes are queried on
-// the current one, which need not be the space's), the caller's device restored after; 0 on failure.
-template <class Query>
-int on_device(int device, Query&& query) {
-  int current = -1;
-  if (cudaGetDevice(&current) != cudaSuccess) return 0;
-  if (current == device) return query();
-  if (cudaSetDevice(device) != cudaSuccess) return 0;
-  const int value = query();
-  return cudaSetDevice(current) == cudaSuccess ? value : 0;
-}
-
-// Blocks of `threads` that fit on the device at once (SM count x occupancy); 0 when the query
-// fails, which sends the call to the portable path.
-template <class Kernel>
-int resident_blocks(Kernel kernel, int threads, int device) {
-  const int per_sm = on_device(device, [&] {
-    int n = 0;
-    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, 0) == cudaSuccess ? n : 0;
-  });
-  return sm_count(device) * per_sm;
-}
 
 // Queried once per kernel and device (the first call on a device must not be inside a graph capture).
 // `device` is the current device of the call (the space's), which the occupancy and attribute queries use.

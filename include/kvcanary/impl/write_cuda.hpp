@@ -1,0 +1,187 @@
+#ifndef KVCANARY_IMPL_WRITE_CUDA_HPP
+#define KVCANARY_IMPL_WRITE_CUDA_HPP
+
+// The CUDA write path (CanaryAlgorithm::Cuda, the default on Kokkos::Cuda): the portable kernel's
+// algorithm (write_portable.hpp: a request's tokens in chunks of 32, every lane walks the chunk's chain
+// and keeps the state before its own token, then all lanes check and store) as a raw kernel with a warp
+// per request, where warp intrinsics say what a Kokkos team cannot:
+// * the chunk's tokens are staged in shared memory (one store a lane) and a chunk of 32 stored tokens is
+//   walked fully unrolled with no select on the chain, so the compiler keeps the broadcast loads and the
+//   bookkeeping in the chain's stalls (the chain, three dependent splitmix64 a token, is a prefill
+//   write's floor);
+// * a ballot gives the chunk's stored tokens, __match_any_sync the later tokens of the chunk with the same
+//   slot (the in-order outcome of SPEC-CANARY §4 for a slot written twice);
+// * the tokens stored are added to the run counter once per block, not once per request.
+// Same results as the portable path, row for row (the differential tests run both).
+
+#include <Kokkos_Core.hpp>
+
+#ifdef KOKKOS_ENABLE_CUDA
+
+#include <kvcanary/impl/backend.hpp>
+#include <kvcanary/impl/cuda_queries.hpp>
+#include <kvcanary/impl/per_device.hpp>
+#include <kvcanary/impl/write_portable.hpp>
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace kvcanary {
+namespace Impl {
+
+namespace CudaWrite {
+
+constexpr int kLanes = 32;
+constexpr int kWarps = 4;  // requests a block writes at once
+constexpr int kThreads = kLanes * kWarps;
+constexpr unsigned kAllLanes = 0xffffffffu;
+
+// A token as the chain reads it: one 16-byte shared-memory load per token of the walk.
+struct alignas(16) ChainInput {
+  std::int64_t token, position;
+};
+
+// The chain over one chunk. Every lane runs it; `before` gets the state before token `lane`.
+// kAllStored: the chunk holds 32 tokens and all are stored (the prefill case), so no select is needed.
+template <bool kAllStored>
+__device__ __forceinline__ void walk_chunk(const ChainInput* stage, unsigned stored_mask, int count, int lane,
+                                           ChainState& chain, ChainState& before) {
+  if (kAllStored) {
+#pragma unroll
+    for (int j = 0; j < kLanes; ++j) {
+      const ChainInput t = stage[j];
+      if (j == lane) before = chain;
+      chain.running = record_hash(chain.running, t.token, t.position);
+      chain.prev_position = as_uint64(t.position);
+    }
+  } else {
+    for (int j = 0; j < count; ++j) {
+      const ChainInput t = stage[j];
+      if (j == lane) before = chain;
+      if ((stored_mask >> j) & 1u) {
+        chain.running = record_hash(chain.running, t.token, t.position);
+        chain.prev_position = as_uint64(t.position);
+      }
+    }
+  }
+  chain.stored += __popc(stored_mask);
+}
+
+// write_request of WriteFunctor (write_portable.hpp) for a warp: the same reads, rows and stores.
+template <class Functor>
+__device__ std::int64_t write_request(const Functor& f, ChainInput* stage, int lane, std::int64_t begin,
+                                      std::int64_t end, std::int64_t seed, bool position_assert_on) {
+  if (begin >= end) return 0;  // nothing at all, seed included
+  const std::int64_t n = f.buffer.num_slots;
+  const std::int64_t stop = end < f.tokens.num_tokens ? end : f.tokens.num_tokens;
+  // begin < stop <= num_tokens: begin + lane cannot overflow, whatever the offsets hold.
+  WriteToken mine = begin >= 0 && begin < stop ? f.own_token(begin + lane, stop) : WriteToken{};
+  ChainState chain;
+  bool position_assert = false;
+  if (seed >= n) {
+    if (lane == 0) f.ring.push(f.kind, seed, -1, -1, -1, kAnchorHashInt64, -1, kOutOfRange);
+  } else if (seed >= 0) {
+    const std::int64_t seed_prev = f.buffer.field(seed, kPrevHash), seed_token = f.buffer.field(seed, kToken);
+    const std::int64_t seed_position = f.buffer.field(seed, kPosition);
+    chain.running = record_hash(seed_prev, seed_token, seed_position);
+    position_assert = position_assert_on;
+    chain.prev_position = as_uint64(seed_position);
+  }
+  // Every lane has read the seed before any lane stores (a request whose seed is one of its targets).
+  __syncwarp();
+  if (begin < 0) {
+    if (lane == 0) f.ring.push(f.kind, begin, -1, -1, -1, chain.running, -1, kOutOfRange);
+    return 0;
+  }
+  for (std::int64_t base = begin; base < stop; base += kLanes) {
+    const int count = stop - base < kLanes ? static_cast<int>(stop - base) : kLanes;
+    // The next chunk's own token, loaded now and used after this chunk's chain.
+    const WriteToken next = f.own_token(base + kLanes + lane, stop);
+    const bool stores = lane < count && mine.slot >= 0 && mine.slot < n;
+    const unsigned stored_mask = __ballot_sync(kAllLanes, stores);
+    stage[lane] = ChainInput{mine.token, mine.position};
+    __syncwarp();
+    ChainState before = chain;
+    if (stored_mask == kAllLanes)
+      walk_chunk<true>(stage, stored_mask, count, lane, chain, before);
+    else
+      walk_chunk<false>(stage, stored_mask, count, lane, chain, before);
+    // A later token of the chunk that stores into my slot: its record is the one kept.
+    const unsigned later_lanes = lane == kLanes - 1 ? 0u : kAllLanes << (lane + 1);
+    const bool overwritten = (__match_any_sync(kAllLanes, mine.slot) & stored_mask & later_lanes) != 0u;
+    if (lane < count) f.store_token(mine, before, position_assert, !overwritten);
+    mine = next;
+    // The chunk's stores land before the next chunk's, and the stage is read before it is rewritten.
+    __syncwarp();
+  }
+  if (end > f.tokens.num_tokens && lane == 0)
+    f.ring.push(f.kind, begin > f.tokens.num_tokens ? begin : f.tokens.num_tokens, -1, -1, -1, chain.running, -1,
+                kOutOfRange);
+  return chain.stored;
+}
+
+// Warp w of the grid writes requests w, w + warps, ... (every plan read in bounds before any branch, as
+// in the portable kernel); one add of the tokens stored per block, one kernel run per call.
+template <class Functor>
+__global__ void __launch_bounds__(kThreads) write_kernel(const Functor f) {
+  __shared__ ChainInput stage[kWarps][kLanes];
+  __shared__ std::int64_t stored_by_warp[kWarps];
+  const int lane = static_cast<int>(threadIdx.x) % kLanes, warp = static_cast<int>(threadIdx.x) / kLanes;
+  if (blockIdx.x == 0 && threadIdx.x == 0) f.ring.add_runs(0, 1);  // every call, even with nothing to write
+  std::int64_t stored = 0;
+  const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * kWarps;
+  for (std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * kWarps + warp; r < f.plan.capacity(); r += warps) {
+    const std::int32_t num_valid = f.plan.num_valid_reqs();
+    const std::int64_t begin = f.plan.offsets(r), end = f.plan.offsets(r + 1), seed = f.plan.seeds(r);
+    const std::int32_t position_assert_on = f.tokens.chain_position_assert();
+    if (r >= f.plan.requests(num_valid)) break;
+    stored += write_request(f, stage[warp], lane, begin, end, seed, position_assert_on != 0);
+  }
+  if (lane == 0) stored_by_warp[warp] = stored;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    std::int64_t total = 0;
+    for (int w = 0; w < kWarps; ++w) total += stored_by_warp[w];
+    f.ring.add_runs(total, 0);
+  }
+}
+
+template <class Functor>
+int resident_write_blocks(int device) {
+  static PerDevice cache;
+  return cache.get(device, [device] { return CudaPersistent::resident_blocks(write_kernel<Functor>, kThreads, device); });
+}
+
+}  // namespace CudaWrite
+
+template <>
+struct WriteBackend<Kokkos::Cuda> {
+  static constexpr bool has_cuda = true;
+
+  // Launches the write on `space`'s stream and returns true, or launches nothing and returns false.
+  template <class Functor>
+  static bool write(const Kokkos::Cuda& space, const Functor& functor) {
+    static_assert(sizeof(Functor) < kMaxKernelArgumentBytes, "kvcanary: kernel arguments must stay small");
+    const int device = space.cuda_device();
+    // <<<>>> launches on the current device: a space on another one takes the portable path.
+    int current = -1;
+    if (cudaGetDevice(&current) != cudaSuccess || current != device) return false;
+    const int resident = CudaWrite::resident_write_blocks<Functor>(device);
+    if (resident <= 0) return false;
+    const std::int64_t requests = functor.plan.capacity();
+    const std::int64_t wanted = (requests + CudaWrite::kWarps - 1) / CudaWrite::kWarps;
+    const unsigned blocks = static_cast<unsigned>(wanted < 1 ? 1 : (wanted < resident ? wanted : resident));
+    Kokkos::Profiling::pushRegion("kvcanary::write[cuda]");
+    CudaWrite::write_kernel<Functor><<<blocks, CudaWrite::kThreads, 0, space.cuda_stream()>>>(functor);
+    Kokkos::Profiling::popRegion();
+    KVCANARY_CUDA_CHECK(cudaGetLastError());
+    return true;
+  }
+};
+
+}  // namespace Impl
+}  // namespace kvcanary
+
+#endif  // KOKKOS_ENABLE_CUDA
+#endif
