@@ -104,7 +104,7 @@ if has sanitize; then
   # racecheck (much slower) on the tests that launch every kernel with shared memory over every shape
   # class, and the graph test.
   [ -n "${SANITIZER_TIMEOUT:-}" ] && SAN_TIMEOUT="timeout $SANITIZER_TIMEOUT" || SAN_TIMEOUT=
-  RACE_FILTER=${RACECHECK_FILTER:-*Facts*:*BadRow*:*WriteRules*:*LargeBatch*}
+  RACE_FILTER=${RACECHECK_FILTER:-*Facts*:*BadRow*:*WriteRules*:*LargeBatch*:*LongWrites*/Cuda:*ManyRequestWrites*/Cuda}
   sanitize() {  # sanitize TOOL LOGNAME EXE [ARGS...]
     local tool=$1 log=$REPORT_DIR/$2.$1.log; shift 2
     $SAN_TIMEOUT compute-sanitizer --tool "$tool" --error-exitcode 99 "$@" > "$log" 2>&1

@@ -33,13 +33,15 @@ struct VerifyCase {
   Ring ring;
 };
 
-// The shape of a write call's requests. Short: 1–6 tokens, one in seven slots invalid (the edges).
-// Long: up to 100 tokens, so a request spans chunks of 32 (the GPU kernels' unit) and many chunks
-// have every token stored; few slots per request, so a chunk often writes one slot twice.
+// The shape of a write call's requests. Short: up to 5 requests of 1–6 tokens, one in seven slots
+// invalid (the edges). Long: up to 100 tokens, so a request spans chunks of 32 (the GPU kernels' unit)
+// and many chunks have every token stored; few slots per request, so a chunk often writes one slot
+// twice. Many: up to 600 requests (more than a GPU has SMs: the CUDA kernel's other block shape).
 struct WriteShape {
-  std::int64_t max_slots = 48, max_length = 6;
+  std::int64_t max_slots = 48, max_length = 6, max_requests = 5;
   bool long_requests = false;
-  static WriteShape long_ones() { return WriteShape{160, 100, true}; }
+  static WriteShape long_ones() { return WriteShape{160, 100, 5, true}; }
+  static WriteShape many() { return WriteShape{12000, 40, 600, true}; }
 };
 
 class CanaryCaseGenerator {
@@ -55,7 +57,7 @@ class CanaryCaseGenerator {
     c.real_kv = real_kv(slots);
     c.kind = static_cast<KernelKind>(between(0, kvcanary::kKernelKinds - 1));
     c.ring = ring();
-    const std::int64_t requests = between(0, 5);
+    const std::int64_t requests = between(0, shape.max_requests);
     const std::int64_t capacity = requests + between(0, 2);
     Outputs& plan = c.plan;
     plan.write_offsets.assign(static_cast<std::size_t>(capacity + 1), 0);

@@ -44,6 +44,17 @@ TEST_P(CanaryDifferential, RandomLongWritesMatchReference) {
   }
 }
 
+// Up to 600 requests of up to 40 tokens in one call.
+TEST_P(CanaryDifferential, RandomManyRequestWritesMatchReference) {
+  CanaryCaseGenerator generator(0x3A11 + static_cast<int>(GetParam()));
+  for (int k = 0; k < 40; ++k) {
+    const WriteCase c = generator.next_write(WriteShape::many());
+    SCOPED_TRACE("many-request write case " + std::to_string(k));
+    runner(k).write(c.plan, c.tokens, c.kind, c.real_kv, c.buffer, c.ring);
+    if (HasFailure()) return;
+  }
+}
+
 // write() shares a request's chain among a team's lanes (32 on a GPU, 1 on the host): every width this
 // backend can run gives the reference's records, chunk boundaries and duplicate slots included.
 TEST_P(CanaryDifferential, RandomWritesMatchReferenceAtEveryTeamWidth) {
