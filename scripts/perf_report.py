@@ -9,7 +9,7 @@ Benchmark names (perf_tests/README.md):
     <stage>/<workload>/<serial|openmp>                      host backends
     <stage>/<workload>/<algorithm>/<stream|graph>           CUDA
 with stage plan, verify, verify_kv (one call over the K and V buffers) or write; plan's algorithms are
-portable and persistent, the canary stages' portable. The label is the regime ("latency", "bandwidth" or,
+portable and persistent, verify's portable, write's cuda (the raw kernel) and portable. The label is the regime ("latency", "bandwidth" or,
 for prefill writes, "chain"). A row is the "median" aggregate when the run had repetitions (the drivers'
 default), else the median of its iteration rows. The floors come from each file's context
 (kvcanary_copy_GB_per_s, kvcanary_launch_us, kvcanary_chain_ns_per_token), measured in the same run; the
@@ -25,7 +25,8 @@ import sys
 from collections import OrderedDict
 
 HOST_BACKENDS = ("serial", "openmp")
-ALGORITHMS = ("portable", "persistent")
+ALGORITHMS = ("portable", "persistent", "cuda")
+WRITE_ALGORITHMS = ("cuda", "portable")
 STAGES = ("plan", "verify", "verify_kv", "write")
 MODES = ("graph", "stream")
 MODE_TITLES = (("graph", "CUDA graph replay (20 calls per graph; µs per call)"),
@@ -255,17 +256,20 @@ def write_tables(results, order):
     out = []
     for mode, title in MODE_TITLES:
         rows = []
-        for w, _, r in present(results, workloads_of("gpu", order, ("write",)),
-                               lambda w: [("write", "gpu", w, "portable", mode)]):
-            row = [w, r.get("label", ""), fmt(r.get("tokens"), 0), fmt(r.get("longest_request"), 0),
-                   fmt(r.get("us_per_call"), 2), fmt(r.get("GB_per_s")), fmt(r.get("chain_floor_us"), 2),
-                   fmt(r.get("floor_us"), 2), fmt(r.get("pct_of_floor"))]
-            if mode == "graph":
-                original = ORIGINAL_WRITE_US.get(w)
-                row += [fmt(original, 2), times_faster(original, r.get("us_per_call"))]
-            rows.append(row)
-        header = ["case", "regime", "tokens", "longest request", "µs", "GB/s", "chain floor µs", "floor µs",
-                  "% of floor"]
+        for w in workloads_of("gpu", order, ("write",)):
+            for algorithm in WRITE_ALGORITHMS:
+                r = results.get(("write", "gpu", w, algorithm, mode))
+                if r is None:
+                    continue
+                row = [w, algorithm, r.get("label", ""), fmt(r.get("tokens"), 0), fmt(r.get("longest_request"), 0),
+                       fmt(r.get("us_per_call"), 2), fmt(r.get("GB_per_s")), fmt(r.get("chain_floor_us"), 2),
+                       fmt(r.get("floor_us"), 2), fmt(r.get("pct_of_floor"))]
+                if mode == "graph":
+                    original = ORIGINAL_WRITE_US.get(w)
+                    row += [fmt(original, 2), times_faster(original, r.get("us_per_call"))]
+                rows.append(row)
+        header = ["case", "algorithm", "regime", "tokens", "longest request", "µs", "GB/s", "chain floor µs",
+                  "floor µs", "% of floor"]
         if mode == "graph":
             header += ["original µs", "× faster than the original"]
         if rows:
