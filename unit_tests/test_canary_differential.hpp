@@ -20,56 +20,49 @@ class CanaryDifferential : public ::testing::TestWithParam<CanaryAlgorithm> {
   }
   // The Default algorithm carries the full count of SPEC-CANARY's "≥ 1000 cases per stage per backend".
   int cases() const { return GetParam() == CanaryAlgorithm::Default ? 1000 : 250; }
-};
 
-TEST_P(CanaryDifferential, RandomWritesMatchReference) {
-  CanaryCaseGenerator generator(0xC0FFEE + static_cast<int>(GetParam()));
-  for (int k = 0; k < cases(); ++k) {
-    const WriteCase c = generator.next_write();
-    SCOPED_TRACE("write case " + std::to_string(k));
-    runner(k).write(c.plan, c.tokens, c.kind, c.real_kv, c.buffer, c.ring);
-    if (HasFailure()) return;
-  }
-}
-
-// Requests of up to 100 tokens: chunks of 32 with every token stored, chunk boundaries, a slot written
-// twice in one chunk, seeds among the request's own targets (the GPU kernels' unit is a 32-token chunk).
-TEST_P(CanaryDifferential, RandomLongWritesMatchReference) {
-  CanaryCaseGenerator generator(0x10C0 + static_cast<int>(GetParam()));
-  for (int k = 0; k < 300; ++k) {
-    const WriteCase c = generator.next_write(WriteShape::long_ones());
-    SCOPED_TRACE("long write case " + std::to_string(k));
-    runner(k).write(c.plan, c.tokens, c.kind, c.real_kv, c.buffer, c.ring);
-    if (HasFailure()) return;
-  }
-}
-
-// Up to 600 requests of up to 40 tokens in one call.
-TEST_P(CanaryDifferential, RandomManyRequestWritesMatchReference) {
-  CanaryCaseGenerator generator(0x3A11 + static_cast<int>(GetParam()));
-  for (int k = 0; k < 40; ++k) {
-    const WriteCase c = generator.next_write(WriteShape::many());
-    SCOPED_TRACE("many-request write case " + std::to_string(k));
-    runner(k).write(c.plan, c.tokens, c.kind, c.real_kv, c.buffer, c.ring);
-    if (HasFailure()) return;
-  }
-}
-
-// write() shares a request's chain among a team's lanes (32 on a GPU, 1 on the host): every width this
-// backend can run gives the reference's records, chunk boundaries and duplicate slots included.
-TEST_P(CanaryDifferential, RandomWritesMatchReferenceAtEveryTeamWidth) {
-  const int widest = std::min(32, static_cast<int>(ExecSpace().concurrency()));
-  for (const int lanes : {1, 2, 3, 5, 32}) {
-    if (lanes > widest) continue;  // Serial and one-thread OpenMP run width 1 only
-    CanaryCaseGenerator generator(0xFACE + lanes + static_cast<int>(GetParam()));
-    for (int k = 0; k < 200; ++k) {
-      const WriteCase c = generator.next_write();
-      SCOPED_TRACE("width " + std::to_string(lanes) + ", write case " + std::to_string(k));
+  // `count` random write calls of `shape` against the reference, stopping at the first that differs;
+  // `lanes` > 0 runs the portable kernel at that team width.
+  void expect_writes_match(std::uint64_t seed, const WriteShape& shape, int count, const std::string& what,
+                           int lanes = 0) {
+    CanaryCaseGenerator generator(seed);
+    for (int k = 0; k < count; ++k) {
+      const WriteCase c = generator.next_write(shape);
+      SCOPED_TRACE(what + " case " + std::to_string(k));
       CanaryRunner<ExecSpace> r = runner(k);
       r.layout.write_lanes = lanes;
       r.write(c.plan, c.tokens, c.kind, c.real_kv, c.buffer, c.ring);
       if (HasFailure()) return;
     }
+  }
+};
+
+TEST_P(CanaryDifferential, RandomWritesMatchReference) {
+  expect_writes_match(0xC0FFEE + static_cast<int>(GetParam()), WriteShape{}, cases(), "write");
+}
+
+// Requests of up to 100 tokens: chunks of 32 with every token stored, chunk boundaries, a slot written
+// twice in one chunk, seeds among the request's own targets (the GPU kernels' unit is a 32-token chunk).
+TEST_P(CanaryDifferential, RandomLongWritesMatchReference) {
+  expect_writes_match(0x10C0 + static_cast<int>(GetParam()), WriteShape::long_ones(), 300, "long write");
+}
+
+// Up to 600 requests of up to 40 tokens in one call.
+TEST_P(CanaryDifferential, RandomManyRequestWritesMatchReference) {
+  expect_writes_match(0x3A11 + static_cast<int>(GetParam()), WriteShape::many(), 40, "many-request write");
+}
+
+// The portable write() shares a request's chain among a team's lanes (32 on a GPU, 1 on the host): every
+// width this backend can run gives the reference's records, chunk boundaries and duplicate slots included.
+TEST_P(CanaryDifferential, RandomWritesMatchReferenceAtEveryTeamWidth) {
+  const int widest = std::min(32, static_cast<int>(ExecSpace().concurrency()));
+  for (const int lanes : {1, 2, 3, 5, 32}) {
+    if (lanes > widest) continue;  // Serial and one-thread OpenMP run width 1 only
+    const std::string width = "width " + std::to_string(lanes) + ", ";
+    expect_writes_match(0xFACE + lanes + static_cast<int>(GetParam()), WriteShape{}, 200, width + "write", lanes);
+    expect_writes_match(0xFA11 + lanes + static_cast<int>(GetParam()), WriteShape::long_ones(), 40, width + "long write",
+                        lanes);
+    if (HasFailure()) return;
   }
 }
 

@@ -12,6 +12,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -27,6 +28,19 @@ inline void cuda_check(cudaError_t error, const char* call, const char* file, in
 }
 
 namespace CudaPersistent {
+
+// <<<>>> launches on the current device: a space on another one takes the portable path (whose
+// launches Kokkos makes on the space's own device).
+inline bool is_current_device(int device) {
+  int current = -1;
+  return cudaGetDevice(&current) == cudaSuccess && current == device;
+}
+
+// ceil(items / per_block) blocks, at most `resident` (blocks then stride), at least one.
+inline unsigned capped_blocks(std::int64_t items, std::int64_t per_block, int resident) {
+  const std::int64_t wanted = (items + per_block - 1) / per_block;
+  return static_cast<unsigned>(wanted < 1 ? 1 : (wanted < resident ? wanted : resident));
+}
 
 // The device's SM count, queried on each device's first use; 0 when the query fails.
 inline int sm_count(int device) {

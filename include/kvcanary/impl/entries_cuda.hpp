@@ -91,8 +91,7 @@ void launch_after_previous(void (*kernel)(Params...), unsigned blocks, cudaStrea
 // Tiles of tile_entries up to the capacity (the host's only bound on the total), at most as many
 // blocks as fit on the device at once; at least one block.
 inline unsigned grid_blocks(std::int64_t verify_capacity, int resident, std::int64_t tile_entries = kTileEntries) {
-  const std::int64_t tiles = (verify_capacity + tile_entries - 1) / tile_entries;
-  return static_cast<unsigned>(tiles < 1 ? 1 : (tiles < resident ? tiles : resident));
+  return capped_blocks(verify_capacity, tile_entries, resident);
 }
 
 }  // namespace CudaPersistent
@@ -107,10 +106,7 @@ struct EntriesBackend<Kokkos::Cuda> {
                    const DeviceOutputs<MemorySpace>& out, std::int64_t batch_size) {
     using namespace CudaPersistent;
     const int device = space.cuda_device();
-    // <<<>>> launches on the current device: a space on another one takes the portable path, whose
-    // launches Kokkos makes on the space's own device.
-    int current = -1;
-    if (cudaGetDevice(&current) != cudaSuccess || current != device) return false;
+    if (!is_current_device(device)) return false;
     const cudaStream_t stream = space.cuda_stream();
     if (batch_size <= kSmallMaxRows) {
       // Fewer 4-entry tiles than SMs: one-entry tiles, spread over the SMs.

@@ -159,13 +159,6 @@ int resident_write_blocks(int device) {
   return cache.get(device, [device] { return CudaPersistent::resident_blocks(write_kernel<Functor>, kMaxThreads, device); });
 }
 
-// Blocks of `warps` warps for `requests` requests: one warp a request, at most `resident` blocks
-// (which then stride), at least one block.
-inline unsigned write_blocks(std::int64_t requests, int warps, int resident) {
-  const std::int64_t wanted = (requests + warps - 1) / warps;
-  return static_cast<unsigned>(wanted < 1 ? 1 : (wanted < resident ? wanted : resident));
-}
-
 }  // namespace CudaWrite
 
 template <>
@@ -177,9 +170,7 @@ struct WriteBackend<Kokkos::Cuda> {
   static bool write(const Kokkos::Cuda& space, const Functor& functor) {
     static_assert(sizeof(Functor) < kMaxKernelArgumentBytes, "kvcanary: kernel arguments must stay small");
     const int device = space.cuda_device();
-    // <<<>>> launches on the current device: a space on another one takes the portable path.
-    int current = -1;
-    if (cudaGetDevice(&current) != cudaSuccess || current != device) return false;
+    if (!CudaPersistent::is_current_device(device)) return false;
     const int resident = CudaWrite::resident_write_blocks<Functor>(device);
     const int sms = CudaPersistent::sm_count(device);
     if (resident <= 0 || sms <= 0) return false;
@@ -187,7 +178,8 @@ struct WriteBackend<Kokkos::Cuda> {
     const int warps = requests <= sms ? 1 : CudaWrite::kMaxWarps;
     Kokkos::Profiling::pushRegion("kvcanary::write[cuda]");
     CudaWrite::write_kernel<Functor>
-        <<<CudaWrite::write_blocks(requests, warps, resident), CudaWrite::kLanes * warps, 0, space.cuda_stream()>>>(functor);
+        <<<CudaPersistent::capped_blocks(requests, warps, resident), CudaWrite::kLanes * warps, 0, space.cuda_stream()>>>(
+            functor);
     Kokkos::Profiling::popRegion();
     KVCANARY_CUDA_CHECK(cudaGetLastError());
     return true;
