@@ -72,28 +72,17 @@ __device__ __forceinline__ void walk_chunk(const ChainInput* stage, unsigned sto
 
 // write_request of WriteFunctor (write_portable.hpp) for a warp: the same reads, rows and stores.
 template <class Functor>
-__device__ std::int64_t write_request(const Functor& f, ChainInput* stage, int lane, std::int64_t begin,
-                                      std::int64_t end, std::int64_t seed, bool position_assert_on) {
-  if (begin >= end) return 0;  // nothing at all, seed included
-  const std::int64_t n = f.buffer.num_slots;
-  const std::int64_t stop = end < f.tokens.num_tokens ? end : f.tokens.num_tokens;
+__device__ std::int64_t write_request(const Functor& f, ChainInput* stage, int lane, const WriteRequest& q) {
+  if (q.begin >= q.end) return 0;  // nothing at all, seed included
+  const std::int64_t n = f.buffer.num_slots, begin = q.begin, stop = f.stop(q);
   // begin < stop <= num_tokens: begin + lane cannot overflow, whatever the offsets hold.
   WriteToken mine = begin >= 0 && begin < stop ? f.own_token(begin + lane, stop) : WriteToken{};
-  ChainState chain;
-  bool position_assert = false;
-  if (seed >= n) {
-    if (lane == 0) f.ring.push(f.kind, seed, -1, -1, -1, kAnchorHashInt64, -1, kOutOfRange);
-  } else if (seed >= 0) {
-    const std::int64_t seed_prev = f.buffer.field(seed, kPrevHash), seed_token = f.buffer.field(seed, kToken);
-    const std::int64_t seed_position = f.buffer.field(seed, kPosition);
-    chain.running = record_hash(seed_prev, seed_token, seed_position);
-    position_assert = position_assert_on;
-    chain.prev_position = as_uint64(seed_position);
-  }
+  const RequestStart start = f.start_request(q, lane);
+  ChainState chain = start.chain;
   // Every lane has read the seed before any lane stores (a request whose seed is one of its targets).
   __syncwarp();
   if (begin < 0) {
-    if (lane == 0) f.ring.push(f.kind, begin, -1, -1, -1, chain.running, -1, kOutOfRange);
+    if (lane == 0) f.push_outside_tokens(begin, chain.running);
     return 0;
   }
   for (std::int64_t base = begin; base < stop; base += kLanes) {
@@ -114,19 +103,16 @@ __device__ std::int64_t write_request(const Functor& f, ChainInput* stage, int l
     // A later token of the chunk that stores into my slot: its record is the one kept.
     const unsigned later_lanes = lane == kLanes - 1 ? 0u : kAllLanes << (lane + 1);
     const bool overwritten = (same_slot & stored_mask & later_lanes) != 0u;
-    if (lane < count) f.store_token(mine, before, position_assert, !overwritten);
+    if (lane < count) f.store_token(mine, before, start.position_assert, !overwritten);
     mine = next;
     // The chunk's stores land before the next chunk's, and the stage is read before it is rewritten.
     __syncwarp();
   }
-  if (end > f.tokens.num_tokens && lane == 0)
-    f.ring.push(f.kind, begin > f.tokens.num_tokens ? begin : f.tokens.num_tokens, -1, -1, -1, chain.running, -1,
-                kOutOfRange);
+  f.end_request(q, lane, chain.running);
   return chain.stored;
 }
 
-// Warp w of the grid writes requests w, w + warps, ... (every plan read in bounds before any branch, as
-// in the portable kernel); one add of the tokens stored per block, one kernel run per call.
+// Warp w of the grid writes requests w, w + warps, ... (read as the portable kernel reads them); one add of the tokens stored per block, one kernel run per call.
 template <class Functor>
 __global__ void __launch_bounds__(kMaxThreads) write_kernel(const Functor f) {
   __shared__ ChainInput stage[kMaxWarps][kLanes];
@@ -137,11 +123,9 @@ __global__ void __launch_bounds__(kMaxThreads) write_kernel(const Functor f) {
   std::int64_t stored = 0;
   const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * block_warps;
   for (std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * block_warps + warp; r < f.plan.capacity(); r += warps) {
-    const std::int32_t num_valid = f.plan.num_valid_reqs();
-    const std::int64_t begin = f.plan.offsets(r), end = f.plan.offsets(r + 1), seed = f.plan.seeds(r);
-    const std::int32_t position_assert_on = f.tokens.chain_position_assert();
-    if (r >= f.plan.requests(num_valid)) break;
-    stored += write_request(f, stage[warp], lane, begin, end, seed, position_assert_on != 0);
+    const WriteRequest q = f.request(r);
+    if (!q.active) break;
+    stored += write_request(f, stage[warp], lane, q);
   }
   if (lane == 0) stored_by_warp[warp] = stored;
   __syncthreads();

@@ -74,6 +74,20 @@ struct ChainState {
   std::int64_t stored = 0;
 };
 
+// One request of the WritePlan as the kernels read it: its token range [begin, end), its seed, whether
+// the chain-position assert is on, and whether the request is among the first write_num_valid_reqs.
+struct WriteRequest {
+  std::int64_t begin = 0, end = 0, seed = -1;
+  bool position_assert_on = false, active = false;
+};
+
+// Where a request's chain starts: the state before its first token, and whether the chain-position
+// assert runs (only from a seed record).
+struct RequestStart {
+  ChainState chain;
+  bool position_assert = false;
+};
+
 template <class ExecutionSpace, class MemorySpace, class Index>
 struct WriteFunctor {
   using member_type = typename Kokkos::TeamPolicy<ExecutionSpace>::member_type;
@@ -101,50 +115,73 @@ struct WriteFunctor {
     return t;
   }
 
+  // Request r (< capacity): every read of the plan at once (all in bounds), before any branch on them.
+  KOKKOS_INLINE_FUNCTION WriteRequest request(std::int64_t r) const {
+    const std::int32_t num_valid = plan.num_valid_reqs();
+    const std::int64_t begin = plan.offsets(r), end = plan.offsets(r + 1), seed = plan.seeds(r);
+    const std::int32_t position_assert_on = tokens.chain_position_assert();
+    return WriteRequest{begin, end, seed, position_assert_on != 0, r < plan.requests(num_valid)};
+  }
+
+  // The tokens a request can read: [begin, min(end, num_tokens)).
+  KOKKOS_INLINE_FUNCTION std::int64_t stop(const WriteRequest& q) const {
+    return q.end < tokens.num_tokens ? q.end : tokens.num_tokens;
+  }
+
+  // A request's chain before its first token (SPEC-CANARY §4): the seed record's hash and position,
+  // anchor_hash without a seed; a seed past the buffer gives one OUT_OF_RANGE row (pushed by lane 0).
+  KOKKOS_INLINE_FUNCTION RequestStart start_request(const WriteRequest& q, int lane) const {
+    RequestStart start;
+    if (q.seed >= buffer.num_slots) {
+      if (lane == 0) ring.push(kind, q.seed, -1, -1, -1, kAnchorHashInt64, -1, kOutOfRange);
+    } else if (q.seed >= 0) {
+      const std::int64_t seed_prev = buffer.field(q.seed, kPrevHash), seed_token = buffer.field(q.seed, kToken);
+      const std::int64_t seed_position = buffer.field(q.seed, kPosition);
+      start.chain.running = record_hash(seed_prev, seed_token, seed_position);
+      start.chain.prev_position = as_uint64(seed_position);
+      start.position_assert = q.position_assert_on;
+    }
+    return start;
+  }
+
+  // A WritePlan that does not match the token arrays ends the request at its first index outside them,
+  // with one row (SPEC-CANARY §4): `index` is a negative begin, or max(begin, num_tokens) past the end.
+  KOKKOS_INLINE_FUNCTION void push_outside_tokens(std::int64_t index, std::int64_t running) const {
+    ring.push(kind, index, -1, -1, -1, running, -1, kOutOfRange);
+  }
+  KOKKOS_INLINE_FUNCTION void end_request(const WriteRequest& q, int lane, std::int64_t running) const {
+    if (q.end > tokens.num_tokens && lane == 0)
+      push_outside_tokens(q.begin > tokens.num_tokens ? q.begin : tokens.num_tokens, running);
+  }
+
   KOKKOS_INLINE_FUNCTION void operator()(const member_type& team) const {
     const int lane = team.team_rank();
     if (team.league_rank() == 0 && lane == 0) ring.add_runs(0, 1);  // every call, even with nothing to write
     std::int64_t stored = 0;
     for (std::int64_t r = team.league_rank(); r < plan.capacity(); r += team.league_size()) {
-      // Every read of the request's plan at once (r < capacity: all in bounds), before any branch.
-      const std::int32_t num_valid = plan.num_valid_reqs();
-      const std::int64_t begin = plan.offsets(r), end = plan.offsets(r + 1), seed = plan.seeds(r);
-      const std::int32_t position_assert_on = tokens.chain_position_assert();
-      if (r >= plan.requests(num_valid)) break;
-      stored += write_request(team, begin, end, seed, position_assert_on != 0);
+      const WriteRequest q = request(r);
+      if (!q.active) break;
+      stored += write_request(team, q);
     }
     if (lane == 0) ring.add_runs(stored, 0);
   }
 
-  // The tokens [begin, end) of one request chained to `seed`; returns the tokens stored (the same on
-  // every lane). Rows are pushed by the lane that owns the token (request-level rows by lane 0).
-  KOKKOS_INLINE_FUNCTION std::int64_t write_request(const member_type& team, std::int64_t begin, std::int64_t end,
-                                                    std::int64_t seed, bool position_assert_on) const {
-    if (begin >= end) return 0;  // nothing at all, seed included
+  // The tokens of one request; returns the tokens stored (the same on every lane). Rows are pushed by
+  // the lane that owns the token (request-level rows by lane 0).
+  KOKKOS_INLINE_FUNCTION std::int64_t write_request(const member_type& team, const WriteRequest& q) const {
+    if (q.begin >= q.end) return 0;  // nothing at all, seed included
     const int lane = team.team_rank(), lanes = team.team_size();
-    const std::int64_t n = buffer.num_slots;
-    const std::int64_t stop = end < tokens.num_tokens ? end : tokens.num_tokens;
+    const std::int64_t n = buffer.num_slots, begin = q.begin, stop = this->stop(q);
     // The lane's first token loads beside the seed's record: two reads in flight, one wait. (begin <
     // stop <= num_tokens: begin + lane cannot overflow, whatever the offsets hold.)
     WriteToken mine = begin >= 0 && begin < stop ? own_token(begin + lane, stop) : WriteToken{};
-    ChainState chain;
-    bool position_assert = false;
-    if (seed >= n) {
-      if (lane == 0) ring.push(kind, seed, -1, -1, -1, kAnchorHashInt64, -1, kOutOfRange);
-    } else if (seed >= 0) {
-      const std::int64_t seed_prev = buffer.field(seed, kPrevHash), seed_token = buffer.field(seed, kToken);
-      const std::int64_t seed_position = buffer.field(seed, kPosition);
-      chain.running = record_hash(seed_prev, seed_token, seed_position);
-      position_assert = position_assert_on;
-      chain.prev_position = as_uint64(seed_position);
-    }
+    const RequestStart start = start_request(q, lane);
+    ChainState chain = start.chain;
     // Every lane has read the seed before any stores: a request whose seed is one of its own targets
     // chains to the seed's old record, as one thread walking the tokens in order would.
     team.team_barrier();
-    // A WritePlan that does not match the token arrays ends the request at its first index outside
-    // them, with one row (SPEC-CANARY §4): a negative begin at once, else max(begin, num_tokens).
     if (begin < 0) {
-      if (lane == 0) ring.push(kind, begin, -1, -1, -1, chain.running, -1, kOutOfRange);
+      if (lane == 0) push_outside_tokens(begin, chain.running);
       return 0;
     }
     for (std::int64_t base = begin; base < stop; base += lanes) {
@@ -165,14 +202,13 @@ struct WriteFunctor {
         chain.prev_position = as_uint64(t.position);
         ++chain.stored;
       }
-      if (lane < count) store_token(mine, before, position_assert, !overwritten);
+      if (lane < count) store_token(mine, before, start.position_assert, !overwritten);
       mine = next;
       // The chunk's stores land before the next chunk's: a slot written twice in one request keeps the
       // later token, as one thread walking the tokens in order would (and the reference does).
       team.team_barrier();
     }
-    if (end > tokens.num_tokens && lane == 0)
-      ring.push(kind, begin > tokens.num_tokens ? begin : tokens.num_tokens, -1, -1, -1, chain.running, -1, kOutOfRange);
+    end_request(q, lane, chain.running);
     return chain.stored;
   }
 
