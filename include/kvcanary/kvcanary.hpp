@@ -14,6 +14,7 @@
 #include <kvcanary/reference_canary.hpp>
 #include <kvcanary/report.hpp>
 #include <kvcanary/report_reader.hpp>
+#include <kvcanary/runtime/canary.hpp>
 #include <kvcanary/validate.hpp>
 #include <kvcanary/verify.hpp>
 #include <kvcanary/version.hpp>

@@ -1,0 +1,778 @@
+#ifndef KVCANARY_RUNTIME_CANARY_HPP
+#define KVCANARY_RUNTIME_CANARY_HPP
+
+// kvcanary::Canary<ExecutionSpace>: the engine-facing runtime (docs/runtime.md). It owns every buffer
+// of the canary (allocated once, labelled; or wraps the engine's canary bytes), runs the passes of a
+// forward step on the engine's execution-space instance, and pumps the violation rings to the host
+// asynchronously at the step boundary.
+//
+//   kvcanary::Canary<Space> canary(space, config, tables);   // allocates everything
+//   each step:
+//     canary.before_forward(batch);   // plan + head verify (K and V in one call) + head write, every group
+//     ... the model writes the KV cache ...
+//     canary.after_forward(batch);    // tail verify + re-stamp with real-KV fingerprints (tail_pass)
+//     if (due) canary.sweep(cached);  // verify-only pass over the prefix cache (sweep_interval)
+//     canary.end_step();              // asynchronous report pump; reports the previous step's snapshot
+//   canary.flush();                   // at shutdown: synchronous, every row
+//
+// before_forward(), after_forward() and sweep() are asynchronous on `space`, allocate nothing, copy
+// nothing between host and device and never fence: they can be captured in a CUDA graph and replayed
+// with the batch refilled in place. end_step() and flush() are the host boundary, never inside a capture.
+
+#include <kvcanary/canary_types.hpp>
+#include <kvcanary/plan.hpp>
+#include <kvcanary/plan_types.hpp>
+#include <kvcanary/report.hpp>
+#include <kvcanary/runtime/config.hpp>
+#include <kvcanary/runtime/engine_views.hpp>
+#include <kvcanary/runtime/impl/counter_block.hpp>
+#include <kvcanary/runtime/impl/side_channel.hpp>
+#include <kvcanary/runtime/impl/swa_divergence.hpp>
+#include <kvcanary/runtime/report_text.hpp>
+#include <kvcanary/runtime/runtime_report.hpp>
+#include <kvcanary/verify.hpp>
+#include <kvcanary/write.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <iostream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace kvcanary {
+
+template <class ExecutionSpace>
+class Canary {
+  static_assert(Kokkos::is_execution_space<ExecutionSpace>::value,
+                "kvcanary::Canary: the template argument must be a Kokkos execution space");
+
+ public:
+  using execution_space = ExecutionSpace;
+  using memory_space = typename ExecutionSpace::memory_space;
+  using Memory = memory_space;
+
+  Canary(const ExecutionSpace& space, CanaryConfig config, EngineTables<Memory> tables)
+      : space_(space), config_(std::move(config)), tables_(std::move(tables)), side_(space) {
+    validate_config(config_);
+    capacities_ = derive_capacities(config_);
+    check_tables();
+    allocate();
+  }
+
+  Canary(const Canary&) = delete;
+  Canary& operator=(const Canary&) = delete;
+
+  ~Canary() {
+    // Copies still in flight read our Views: let them finish before the Views go.
+    if (pending_) side_.wait();
+  }
+
+  // ---- passes (asynchronous, no allocation, copy or fence; capturable) ----
+
+  // Every group: plan, then the head verify of K and V in one call, then the head write of K and V.
+  void before_forward(const ForwardBatch<Memory>& batch) {
+    check_batch(batch);
+    if (config_.swa_divergence_every_n_steps > 0) last_batch_ = batch;
+    Kokkos::Profiling::pushRegion("kvcanary::Canary::before_forward");
+    for (Group& g : groups_) {
+      if (!g.on) continue;
+      plan(space_, plan_inputs(g, batch), g.head_plan, g.write_plan, g.status, g.workspace, config_.plan_options);
+      verify(space_, g.head_plan, g.head_targets, g.ring_for(Stage::Verify, g.head_targets[0].kernel_kind),
+             verify_options());
+      write_k_and_v(g, step_tokens(tokens_of(g, batch)), g.head_write);
+    }
+    Kokkos::Profiling::popRegion();
+  }
+
+  // The groups with real-KV sources (tail_pass): verify the step's prefixes against the bytes the model
+  // left, then re-stamp the step's tokens with their fingerprints. Nothing when tail_pass is off.
+  void after_forward(const ForwardBatch<Memory>& batch) {
+    if (!config_.tail_pass) return;
+    check_batch(batch);
+    Kokkos::Profiling::pushRegion("kvcanary::Canary::after_forward");
+    for (Group& g : groups_) {
+      if (!g.on || !g.tail) continue;
+      verify(space_, g.head_plan, g.tail_targets, g.ring_for(Stage::Verify, g.tail_targets[0].kernel_kind),
+             verify_options());
+      write_k_and_v(g, step_tokens(tokens_of(g, batch)), g.tail_write);
+    }
+    Kokkos::Profiling::popRegion();
+  }
+
+  // A verify-only pass over the prefix cache: a plan of (pool row, length) with nothing to write, on the
+  // target and SWA groups (the draft group is not swept), SWEEP tags. It reuses the groups' verify arrays:
+  // call it after after_forward() and before the next before_forward() (the original's place).
+  void sweep(const CachedPrefixes<Memory>& cached) {
+    check_cached(cached);
+    Kokkos::Profiling::pushRegion("kvcanary::Canary::sweep");
+    for (Group& g : groups_) {
+      if (!g.on || g.kind == GroupKind::Draft) continue;
+      plan(space_, sweep_inputs(g, cached), g.sweep_plan, g.sweep_write_plan, g.sweep_status, g.sweep_workspace,
+           config_.plan_options);
+      verify(space_, g.sweep_plan, g.sweep_targets, g.ring_for(Stage::Verify, g.sweep_targets[0].kernel_kind),
+             verify_options());
+    }
+    ++sweeps_;
+    add_expected(sweep_launches_, 1);
+    Kokkos::Profiling::popRegion();
+  }
+
+  // ---- the host boundary ----
+
+  // The end of a step that ran `forwards` forward passes (before_forward + after_forward, executed or
+  // replayed) since the previous end_step(). Reads the snapshot the previous end_step() staged (waiting
+  // only if its small copy has not finished), stages this step's snapshot on the side stream, and reports:
+  // violations (per report_mode), warnings, the health check and the periodic lines. Throws
+  // ViolationError or CanaryNotRunningError in ReportMode::Raise, after the next snapshot is staged.
+  RuntimeReport end_step(std::int64_t forwards = 1) {
+    if (forwards < 0) Impl::throw_invalid_in("Canary::end_step", "forwards is ", forwards, ", must be >= 0");
+    RuntimeReport report;
+    if (pending_) {
+      side_.wait();
+      pending_ = false;
+      process(pending_snapshot_, report, /*checks=*/true, step_ + 1);
+    }
+    ++step_;
+    forwards_ += forwards;
+    add_expected(forward_launches_, forwards);
+    maybe_launch_swa_divergence();
+    issue_snapshot(forwards);
+    deliver_report(report);
+    return report;
+  }
+
+  // Waits for the device, then reports every row not yet reported (the ring is read until caught up).
+  // For shutdown and tests; it fences.
+  RuntimeReport flush() {
+    RuntimeReport report;
+    if (pending_) {
+      side_.wait();
+      pending_ = false;
+      process(pending_snapshot_, report, /*checks=*/true, step_);
+    }
+    for (int round = 0; round < 1 + max_rounds(); ++round) {
+      issue_snapshot(0);
+      side_.wait();
+      pending_ = false;
+      process(pending_snapshot_, report, /*checks=*/false, step_);
+      if (caught_up()) break;
+    }
+    deliver_report(report);
+    return report;
+  }
+
+  // The device flag of the write's chain-position assert (off during an engine's warmup with synthetic
+  // positions). Asynchronous on the engine's instance; not inside a capture.
+  void set_chain_position_assert(bool on) { Kokkos::deep_copy(space_, chain_assert_, on ? 1 : 0); }
+
+  // ---- for tests, tools and bindings ----
+  // What the last end_step() or flush() reported (also when it threw).
+  const RuntimeReport& last_report() const { return last_report_; }
+  const CanaryConfig& config() const { return config_; }
+  const Capacities& capacities() const { return capacities_; }
+  std::int64_t steps() const { return step_; }
+  std::int64_t sweeps() const { return sweeps_; }
+  bool group_on(GroupKind kind) const { return groups_[static_cast<int>(kind)].on; }
+  const CanaryBuffer<Memory>& k_buffer(GroupKind kind) const { return groups_[static_cast<int>(kind)].k; }
+  const CanaryBuffer<Memory>& v_buffer(GroupKind kind) const { return groups_[static_cast<int>(kind)].v; }
+  // The group's ring with the counters of one (stage, tag); rows and count are the group's.
+  ViolationRing<Memory> ring(GroupKind kind) const { return groups_[static_cast<int>(kind)].rows_ring; }
+  const VerifyPlan<Memory>& verify_plan(GroupKind kind) const { return groups_[static_cast<int>(kind)].head_plan; }
+  const WritePlan<Memory>& write_plan(GroupKind kind) const { return groups_[static_cast<int>(kind)].write_plan; }
+  // The device block of counters (runtime/impl/counter_block.hpp), for tests.
+  Kokkos::View<std::int64_t*, Memory> counter_block() const { return block_; }
+
+ private:
+  using Stage = Impl::CounterStage;
+  using Block = Impl::CounterBlock;
+  using HostSpace = typename Impl::SideChannel<ExecutionSpace>::host_space;
+  using Rows = Kokkos::View<std::int64_t* [kRingFields], Kokkos::LayoutRight, Memory>;
+  using HostRows = Kokkos::View<std::int64_t* [kRingFields], Kokkos::LayoutRight, HostSpace>;
+
+  using Counts = std::array<std::int64_t, Block::kSize>;
+
+  struct WritePass {
+    WriteOptions<Memory> k, v;
+  };
+
+  struct Group {
+    bool on = false;
+    bool tail = false;
+    GroupKind kind = GroupKind::Target;
+    int index = 0;
+    VerifyPlan<Memory> head_plan, sweep_plan;
+    WritePlan<Memory> write_plan, sweep_write_plan;
+    PlanStatus<Memory> status, sweep_status;
+    PlanWorkspace<Memory> workspace, sweep_workspace;
+    CanaryBuffer<Memory> k, v;
+    std::vector<VerifyTarget<Memory>> head_targets, tail_targets, sweep_targets;
+    WritePass head_write, tail_write;
+    Rows rows;
+    ViolationRing<Memory> rows_ring;  // rows + count, counters of HEAD verify (for ring())
+    std::array<ViolationRing<Memory>, Impl::kCounterStages * kKernelKinds> rings;  // per (stage, tag)
+    // host side of the pump
+    HostRows host_rows;
+    std::int64_t rows_valid = 0;   // rows [0, rows_valid) copied and reported
+    std::int64_t window_end = 0;   // the staged window [rows_valid, window_end)
+    std::int64_t last_lost = 0;
+    std::int64_t head_disabled = 0, sweep_disabled = 0;
+
+    const ViolationRing<Memory>& ring_for(Stage stage, KernelKind kind) const {
+      return rings[static_cast<int>(stage) * kKernelKinds + static_cast<int>(kind)];
+    }
+  };
+
+  struct Snapshot {
+    std::int64_t step = 0, forwards = 0, forwards_total = 0, sweeps = 0;
+    bool swa_divergence = false;
+    Counts expected{};  // kernel runs launched, per block index
+  };
+
+  // ---- construction ----
+
+  void check_tables() const {
+    constexpr const char* kWhere = "Canary";
+    const auto& d = config_.dimensions;
+    const auto rows = static_cast<std::int64_t>(tables_.req_to_token.extent(0));
+    const auto cols = static_cast<std::int64_t>(tables_.req_to_token.extent(1));
+    if (rows != d.max_running_requests || cols != d.max_context_len)
+      Impl::throw_invalid_in(kWhere, "tables.req_to_token is [", rows, ", ", cols, "], dimensions say [",
+                             d.max_running_requests, ", ", d.max_context_len, "]");
+    if (config_.verify_token_assert != tables_.expected_tokens.has_value())
+      Impl::throw_invalid_in(kWhere, "verify_token_assert is ", config_.verify_token_assert ? "on" : "off",
+                             " but tables.expected_tokens is ", tables_.expected_tokens ? "given" : "absent");
+    if (config_.swa_group != tables_.full_to_swa_index_mapping.has_value())
+      Impl::throw_invalid_in(kWhere, "swa_group is ", config_.swa_group ? "on" : "off",
+                             " but tables.full_to_swa_index_mapping is ",
+                             tables_.full_to_swa_index_mapping ? "given" : "absent");
+    for (int g = 0; g < kGroupKinds; ++g) {
+      const GroupViews<Memory>& views = group_views(static_cast<GroupKind>(g));
+      const char* name = group_kind_name(static_cast<GroupKind>(g));
+      if (!enabled(static_cast<GroupKind>(g))) {
+        if (views.k || views.v || !views.real_kv_k.empty() || !views.real_kv_v.empty())
+          Impl::throw_invalid_in(kWhere, "tables.", name, " has buffers or real-KV sources but the group is off");
+        continue;
+      }
+      if (views.k.has_value() != views.v.has_value())
+        Impl::throw_invalid_in(kWhere, "tables.", name, ": give both canary buffers k and v, or neither");
+      const std::int64_t slots = group_slots(static_cast<GroupKind>(g));
+      for (const auto* buffer : {&views.k, &views.v})
+        if (*buffer && (*buffer)->num_slots() != slots)
+          Impl::throw_invalid_in(kWhere, "tables.", name, " canary buffer has ", (*buffer)->num_slots(),
+                                 " slots, the group's pool has ", slots);
+    }
+  }
+
+  bool enabled(GroupKind kind) const {
+    return kind == GroupKind::Target || (kind == GroupKind::Swa && config_.swa_group) ||
+           (kind == GroupKind::Draft && config_.draft_group);
+  }
+  const GroupViews<Memory>& group_views(GroupKind kind) const {
+    return kind == GroupKind::Target ? tables_.target : kind == GroupKind::Swa ? tables_.swa : tables_.draft;
+  }
+  std::int64_t group_slots(GroupKind kind) const {
+    const auto& d = config_.dimensions;
+    return kind == GroupKind::Swa && d.swa_pool_slots > 0 ? d.swa_pool_slots : d.pool_slots;
+  }
+
+  static std::string label(const char* group, const char* what) {
+    return std::string("kvcanary::Canary::") + group + "::" + what;
+  }
+
+  void allocate() {
+    block_ = Kokkos::View<std::int64_t*, Memory>(Kokkos::view_alloc(space_, "kvcanary::Canary::counters"),
+                                                 Block::kSize);
+    staging_ = Kokkos::View<std::int64_t*, Memory>(
+        Kokkos::view_alloc(space_, Kokkos::WithoutInitializing, "kvcanary::Canary::counters_staging"), Block::kSize);
+    host_block_ = Kokkos::View<std::int64_t*, HostSpace>(
+        Kokkos::view_alloc(Kokkos::WithoutInitializing, "kvcanary::Canary::counters_host"), Block::kSize);
+    chain_assert_ = Kokkos::View<std::int32_t, Memory>(Kokkos::view_alloc(space_, "kvcanary::Canary::chain_position_assert"));
+    Kokkos::deep_copy(space_, chain_assert_, config_.chain_position_assert ? 1 : 0);
+    sweep_zeros_ = Kokkos::View<std::int64_t*, Memory>(Kokkos::view_alloc(space_, "kvcanary::Canary::sweep_extend_lens"),
+                                                       capacities_.sweep_req_capacity);
+    // Plan scalars start "enabled", so that a snapshot before the first pass warns of nothing.
+    for (int g = 0; g < kGroupKinds; ++g)
+      for (const int flag : {Block::kHeadEnable, Block::kSweepEnable}) Kokkos::deep_copy(space_, int32_view(g, flag), 1);
+
+    for (int gi = 0; gi < kGroupKinds; ++gi) {
+      const auto kind = static_cast<GroupKind>(gi);
+      Group& g = groups_[gi];
+      g.kind = kind;
+      g.index = gi;
+      if (!enabled(kind)) continue;
+      g.on = true;
+      const char* name = group_kind_name(kind);
+      const GroupViews<Memory>& views = group_views(kind);
+      const std::int64_t slots = group_slots(kind);
+      g.k = views.k ? *views.k : allocate_canary_buffer(space_, slots, label(name, "k_canary"));
+      g.v = views.v ? *views.v : allocate_canary_buffer(space_, slots, label(name, "v_canary"));
+
+      g.head_plan = allocate_verify_plan(space_, capacities_.verify_capacity);
+      g.head_plan.enable = int32_view(gi, Block::kHeadEnable);
+      g.head_plan.verify_num_valid = int32_view(gi, Block::kHeadNumValid);
+      g.sweep_plan = g.head_plan;  // the arrays are shared (sweep runs between steps)
+      g.sweep_plan.enable = int32_view(gi, Block::kSweepEnable);
+      g.sweep_plan.verify_num_valid = int32_view(gi, Block::kSweepNumValid);
+      g.write_plan = allocate_write_plan(space_, capacities_.write_req_capacity);
+      g.sweep_write_plan = allocate_write_plan(space_, capacities_.sweep_req_capacity);
+      g.status.input_error_bits = int32_view(gi, Block::kHeadInputErrors);
+      g.status.first_bad_row = int32_view(gi, Block::kHeadFirstBadRow);
+      g.sweep_status.input_error_bits = int32_view(gi, Block::kSweepInputErrors);
+      g.sweep_status.first_bad_row = int32_view(gi, Block::kSweepFirstBadRow);
+      g.workspace = allocate_plan_workspace(space_, capacities_.write_req_capacity);
+      g.sweep_workspace = allocate_plan_workspace(space_, capacities_.sweep_req_capacity);
+
+      g.rows = Rows(Kokkos::view_alloc(space_, label(name, "ring_rows")), config_.ring_capacity);
+      g.host_rows = HostRows(Kokkos::view_alloc(Kokkos::WithoutInitializing, label(name, "ring_rows_host")),
+                             config_.ring_capacity);
+      for (int stage = 0; stage < Impl::kCounterStages; ++stage)
+        for (int tag = 0; tag < kKernelKinds; ++tag) {
+          ViolationRing<Memory>& ring = g.rings[stage * kKernelKinds + tag];
+          ring.rows = g.rows;
+          ring.count = int64_view(gi, Block::kCount);
+          ring.kernel_run_counter = int64_view(gi, Block::kernel_runs(stage, tag));
+          ring.slot_run_counter = int64_view(gi, Block::slot_runs(stage, tag));
+        }
+
+      const bool swa = kind == GroupKind::Swa;
+      const auto tag = [&](KernelKind full, KernelKind swa_kind) { return swa ? swa_kind : full; };
+      RealKv<Memory> real_k, real_v;
+      real_k.mode = real_v.mode = config_.real_kv_mode;
+      real_k.sources = views.real_kv_k;
+      real_v.sources = views.real_kv_v;
+      const bool has_real_kv = !views.real_kv_k.empty() || !views.real_kv_v.empty();
+      g.tail = config_.tail_pass && has_real_kv;
+      g.head_targets = {{g.k, tag(KernelKind::HEAD_K_FULL, KernelKind::HEAD_K_SWA), real_k},
+                        {g.v, tag(KernelKind::HEAD_V_FULL, KernelKind::HEAD_V_SWA), real_v}};
+      g.tail_targets = {{g.k, tag(KernelKind::TAIL_K_FULL, KernelKind::TAIL_K_SWA), real_k},
+                        {g.v, tag(KernelKind::TAIL_V_FULL, KernelKind::TAIL_V_SWA), real_v}};
+      g.sweep_targets = {{g.k, tag(KernelKind::SWEEP_K_FULL, KernelKind::SWEEP_K_SWA), real_k},
+                         {g.v, tag(KernelKind::SWEEP_V_FULL, KernelKind::SWEEP_V_SWA), real_v}};
+      for (auto* pass : {&g.head_write, &g.tail_write}) {
+        const auto& targets = pass == &g.head_write ? g.head_targets : g.tail_targets;
+        pass->k = WriteOptions<Memory>{targets[0].kernel_kind, real_k, config_.canary_algorithm};
+        pass->v = WriteOptions<Memory>{targets[1].kernel_kind, real_v, config_.canary_algorithm};
+      }
+      g.rows_ring = g.ring_for(Stage::Verify, g.head_targets[0].kernel_kind);
+
+      // What each pass adds to the kernel run counters (the health check's expectation).
+      const auto add_launches = [&](std::vector<int>& launches, const std::vector<VerifyTarget<Memory>>& targets,
+                                    bool writes) {
+        // verify() counts one run per buffer, on the counters of the ring it is given (the K tag's)
+        for (std::size_t t = 0; t < targets.size(); ++t)
+          launches.push_back(Block::group_base(gi) + Block::kernel_runs(0, static_cast<int>(targets[0].kernel_kind)));
+        if (writes)
+          for (const auto& target : targets)  // one write() per buffer until the multi-buffer write()
+            launches.push_back(Block::group_base(gi) + Block::kernel_runs(1, static_cast<int>(target.kernel_kind)));
+        for (const auto& target : targets) active_tags_ |= 1 << static_cast<int>(target.kernel_kind);
+      };
+      add_launches(forward_launches_, g.head_targets, true);
+      if (g.tail) add_launches(forward_launches_, g.tail_targets, true);
+      if (kind != GroupKind::Draft) add_launches(sweep_launches_, g.sweep_targets, false);
+    }
+    // Sweep tags count as active only when sweeps are configured.
+    if (config_.sweep_interval == 0)
+      for (const Group& g : groups_)
+        if (g.on && g.kind != GroupKind::Draft)
+          for (const auto& target : g.sweep_targets) active_tags_ &= ~(1 << static_cast<int>(target.kernel_kind));
+    space_.fence();  // the zeroed buffers and flags before the first pass (construction only)
+  }
+
+  Kokkos::View<std::int64_t, Memory> int64_view(int group, int index) const {
+    return Kokkos::View<std::int64_t, Memory>(block_.data() + Block::group_base(group) + index);
+  }
+  Kokkos::View<std::int32_t, Memory> int32_view(int group, int flag) const {
+    return Kokkos::View<std::int32_t, Memory>(reinterpret_cast<std::int32_t*>(block_.data() + Block::group_base(group)) +
+                                              Block::int32_index(flag));
+  }
+
+  // ---- pass helpers ----
+
+  VerifyOptions verify_options() const {
+    VerifyOptions options;
+    options.check_expected_token = config_.verify_token_assert;
+    options.algorithm = config_.canary_algorithm;
+    return options;
+  }
+
+  PlanInputs<Memory> plan_inputs(const Group& g, const ForwardBatch<Memory>& batch) const {
+    PlanInputs<Memory> in;
+    in.req_pool_indices = batch.req_pool_indices;
+    in.prefix_lens = batch.prefix_lens;
+    in.extend_seq_lens = batch.extend_seq_lens;
+    in.req_to_token = tables_.req_to_token;
+    add_group_inputs(g, in);
+    if (config_.verify_token_assert) {
+      in.req_to_verify_expected_tokens = *tables_.expected_tokens;
+      in.req_to_verify_expected_tokens_valid_lens = *batch.expected_tokens_valid_lens;
+    }
+    return in;
+  }
+
+  PlanInputs<Memory> sweep_inputs(const Group& g, const CachedPrefixes<Memory>& cached) const {
+    PlanInputs<Memory> in;
+    const auto n = cached.pool_rows.extent(0);
+    in.req_pool_indices = cached.pool_rows;
+    in.prefix_lens = cached.lengths;
+    in.extend_seq_lens = Kokkos::subview(sweep_zeros_, std::make_pair(std::size_t(0), n));
+    in.req_to_token = tables_.req_to_token;
+    add_group_inputs(g, in);
+    if (config_.verify_token_assert) {
+      in.req_to_verify_expected_tokens = *tables_.expected_tokens;
+      in.req_to_verify_expected_tokens_valid_lens =
+          cached.expected_tokens_valid_lens ? *cached.expected_tokens_valid_lens : cached.lengths;
+    }
+    return in;
+  }
+
+  void add_group_inputs(const Group& g, PlanInputs<Memory>& in) const {
+    if (g.kind == GroupKind::Swa) {
+      in.swa_window_size = config_.swa_window;
+      in.full_to_swa_index_mapping = *tables_.full_to_swa_index_mapping;
+    }
+    if (g.kind == GroupKind::Draft) in.kv_token_id_vs_position_offset = 1;
+  }
+
+  const ForwardTokens<Memory>& tokens_of(const Group& g, const ForwardBatch<Memory>& batch) const {
+    return g.kind == GroupKind::Target ? batch.tokens : g.kind == GroupKind::Swa ? *batch.swa_tokens : *batch.draft_tokens;
+  }
+
+  StepTokens<Memory> step_tokens(const ForwardTokens<Memory>& t) const {
+    StepTokens<Memory> tokens;
+    tokens.input_ids = t.input_ids;
+    tokens.positions = t.positions;
+    tokens.out_cache_loc = t.out_cache_loc;
+    if (config_.write_input_assert) {
+      tokens.expected_input_ids = *t.expected_input_ids;
+      tokens.expected_positions = *t.expected_positions;
+    }
+    tokens.chain_position_assert = chain_assert_;
+    return tokens;
+  }
+
+  // K and V of one pass. Until the multi-buffer write() lands: one write() per buffer, each on its tag's
+  // counters (forward_launches_ expects both).
+  void write_k_and_v(const Group& g, const StepTokens<Memory>& tokens, const WritePass& pass) {
+    write(space_, g.write_plan, tokens, g.k, g.ring_for(Stage::Write, pass.k.kernel_kind), pass.k);
+    write(space_, g.write_plan, tokens, g.v, g.ring_for(Stage::Write, pass.v.kernel_kind), pass.v);
+  }
+
+  // ---- host checks of a pass's arguments (before anything is launched) ----
+
+  void check_tokens(const char* name, const ForwardTokens<Memory>& t) const {
+    constexpr const char* kWhere = "Canary";
+    const auto n = t.input_ids.extent(0);
+    if (t.positions.extent(0) != n || t.out_cache_loc.extent(0) != n)
+      Impl::throw_invalid_in(kWhere, name, ": input_ids, positions and out_cache_loc have ", n, ", ",
+                             t.positions.extent(0), " and ", t.out_cache_loc.extent(0), " entries, must be equal");
+    if (config_.write_input_assert && (!t.expected_input_ids || !t.expected_positions))
+      Impl::throw_invalid_in(kWhere, name, ": write_input_assert is on but expected_input_ids / expected_positions "
+                                           "are not given");
+  }
+
+  void check_batch(const ForwardBatch<Memory>& batch) const {
+    constexpr const char* kWhere = "Canary";
+    const auto bs = static_cast<std::int64_t>(batch.req_pool_indices.extent(0));
+    if (bs > capacities_.write_req_capacity)
+      Impl::throw_invalid_in(kWhere, "the batch has ", bs, " requests, write_req_capacity is ",
+                             capacities_.write_req_capacity);
+    if (config_.verify_token_assert && !batch.expected_tokens_valid_lens)
+      Impl::throw_invalid_in(kWhere, "verify_token_assert is on but the batch has no expected_tokens_valid_lens");
+    check_tokens("batch.tokens", batch.tokens);
+    if (config_.swa_group != batch.swa_tokens.has_value())
+      Impl::throw_invalid_in(kWhere, "swa_group is ", config_.swa_group ? "on" : "off", " but batch.swa_tokens is ",
+                             batch.swa_tokens ? "given" : "absent");
+    if (config_.draft_group != batch.draft_tokens.has_value())
+      Impl::throw_invalid_in(kWhere, "draft_group is ", config_.draft_group ? "on" : "off",
+                             " but batch.draft_tokens is ", batch.draft_tokens ? "given" : "absent");
+    if (batch.swa_tokens) check_tokens("batch.swa_tokens", *batch.swa_tokens);
+    if (batch.draft_tokens) check_tokens("batch.draft_tokens", *batch.draft_tokens);
+    // plan() checks the rest of the batch's shapes against the tables.
+    for (const Group& g : groups_)
+      if (g.on) validate(plan_inputs(g, batch), g.head_plan, g.write_plan, g.status, g.workspace);
+  }
+
+  void check_cached(const CachedPrefixes<Memory>& cached) const {
+    constexpr const char* kWhere = "Canary::sweep";
+    const auto n = static_cast<std::int64_t>(cached.pool_rows.extent(0));
+    if (n > capacities_.sweep_req_capacity)
+      Impl::throw_invalid_in(kWhere, "got ", n, " cached prefixes, sweep_req_capacity is ", capacities_.sweep_req_capacity);
+    if (static_cast<std::int64_t>(cached.lengths.extent(0)) != n)
+      Impl::throw_invalid_in(kWhere, "pool_rows has ", n, " entries, lengths ", cached.lengths.extent(0));
+    for (const Group& g : groups_)
+      if (g.on && g.kind != GroupKind::Draft)
+        validate(sweep_inputs(g, cached), g.sweep_plan, g.sweep_write_plan, g.sweep_status, g.sweep_workspace);
+  }
+
+  // ---- the report pump ----
+
+  void add_expected(const std::vector<int>& launches, std::int64_t times) {
+    for (const int index : launches) expected_[index] += times;
+  }
+
+  void maybe_launch_swa_divergence() {
+    const std::int64_t every = config_.swa_divergence_every_n_steps;
+    divergence_due_ = every > 0 && step_ % every == 0 && last_batch_.has_value();
+    if (!divergence_due_) return;
+    const int base = Block::group_base(static_cast<int>(GroupKind::Swa));
+    Impl::launch_swa_divergence(space_, last_batch_->req_pool_indices, last_batch_->prefix_lens,
+                                last_batch_->extend_seq_lens, tables_.req_to_token, *tables_.full_to_swa_index_mapping,
+                                Kokkos::subview(block_, base + Block::kSwaDivergence),
+                                Kokkos::subview(block_, base + Block::kSwaOutOfWindow));
+  }
+
+ public:
+  // The batch the SWA divergence report reads (the last forward's): the engine calls it when it changes
+  // the batch's Views (before_forward() does it too).
+  void observe_batch(const ForwardBatch<Memory>& batch) { last_batch_ = batch; }
+
+ private:
+  void issue_snapshot(std::int64_t forwards) {
+    pending_snapshot_.step = step_;
+    pending_snapshot_.forwards = forwards;
+    pending_snapshot_.forwards_total = forwards_;
+    pending_snapshot_.sweeps = sweeps_;
+    pending_snapshot_.swa_divergence = divergence_due_;
+    pending_snapshot_.expected = expected_;
+    // The stream-ordered point of the snapshot: a device copy of the counters on the engine's instance.
+    Kokkos::deep_copy(space_, staging_, block_);
+    side_.follow();
+    Kokkos::deep_copy(side_.space(), host_block_, staging_);
+    for (Group& g : groups_) {
+      if (!g.on) continue;
+      // Rows below the snapshot's count are final (fill once): they may be read while later passes run.
+      const std::int64_t begin = g.rows_valid;
+      const std::int64_t end = std::min(config_.ring_capacity, begin + config_.pump_rows_per_step);
+      g.window_end = end;
+      if (begin < end) {
+        const auto range = std::make_pair(static_cast<std::size_t>(begin), static_cast<std::size_t>(end));
+        Kokkos::deep_copy(side_.space(), Kokkos::subview(g.host_rows, range, Kokkos::ALL),
+                          Kokkos::subview(g.rows, range, Kokkos::ALL));
+      }
+    }
+    side_.record();
+    pending_ = true;
+  }
+
+  std::int64_t host_value(int group, int index) const { return host_block_(Block::group_base(group) + index); }
+  std::int32_t host_int32(int group, int flag) const {
+    return reinterpret_cast<const std::int32_t*>(host_block_.data() + Block::group_base(group))[Block::int32_index(flag)];
+  }
+
+  // `pumped_at`: the step count when the host reads it (the multi-line form's step_when_pumped).
+  void process(const Snapshot& snap, RuntimeReport& report, bool checks, std::int64_t pumped_at) {
+    report.step = snap.step;
+    ViolationReport& v = report.violations;
+    v.capacity = config_.ring_capacity;
+    // Totals are the snapshot's (the latest one read wins); rows, drops and losses add up.
+    v.count = v.lost_to_overflow = v.kernel_run_counter = v.slot_run_counter = 0;
+    v.overflowed = false;
+    for (Group& g : groups_) {
+      if (!g.on) continue;
+      const int gi = g.index;
+      const std::int64_t count = host_value(gi, Block::kCount);
+      const std::int64_t held = static_cast<std::int64_t>(
+          std::min(Impl::as_uint64(count), Impl::as_uint64(config_.ring_capacity)));
+      const std::int64_t new_valid = std::max(g.rows_valid, std::min(held, g.window_end));
+      const std::int64_t lost = Impl::as_uint64(count) > Impl::as_uint64(config_.ring_capacity)
+                                    ? Impl::as_int64(Impl::as_uint64(count) - Impl::as_uint64(config_.ring_capacity))
+                                    : 0;
+      v.count += count;
+      v.overflowed = v.overflowed || lost > 0;
+      v.lost_to_overflow += lost;
+      const std::int64_t newly_lost = std::max<std::int64_t>(0, lost - g.last_lost);
+      v.newly_lost += newly_lost;
+      g.last_lost = std::max(g.last_lost, lost);
+      v.rows_read += new_valid - g.rows_valid;
+      for (std::int64_t r = g.rows_valid; r < new_valid; ++r) {
+        reference::RingRow row;
+        for (int f = 0; f < kRingFields; ++f) row[f] = g.host_rows(r, f);
+        if (!config_.keep_never_written && is_never_written(row)) {
+          ++v.dropped;
+          continue;
+        }
+        v.rows.push_back(row);
+        v.lines.push_back(config_.report_format == ReportFormat::OneLine
+                              ? format_violation(row)
+                              : format_violation_multiline(row, count, lost > 0, pumped_at));
+        report.row_groups.push_back(g.kind);
+      }
+      g.rows_valid = new_valid;
+      for (int stage = 0; stage < Impl::kCounterStages; ++stage)
+        for (int tag = 0; tag < kKernelKinds; ++tag) {
+          v.kernel_run_counter += host_value(gi, Block::kernel_runs(stage, tag));
+          v.slot_run_counter += host_value(gi, Block::slot_runs(stage, tag));
+        }
+      if (newly_lost > 0)
+        report.warnings.push_back(message("kv_canary warning: the ", group_kind_name(g.kind), " group's ring is full (",
+                                          config_.ring_capacity, " rows): ", newly_lost,
+                                          " more violations counted without their rows (", lost, " in all)"));
+      if (!checks) continue;
+      check_plan_flags(g, snap, report);
+    }
+    if (!checks) return;
+    health_check(snap, report);
+    if (config_.stats_every_n_steps > 0 && snap.step % config_.stats_every_n_steps == 0)
+      report.info.push_back(stats_line(snap.step, v.slot_run_counter, snap.sweeps, v.count, popcount(active_tags_)));
+    if (snap.swa_divergence) {
+      SwaDivergence d;
+      d.forward_ct = snap.forwards_total;
+      d.verify_full = verify_total_[static_cast<int>(GroupKind::Target)];
+      d.verify_swa = verify_total_[static_cast<int>(GroupKind::Swa)];
+      d.swa_full_idx_divergence = host_value(static_cast<int>(GroupKind::Swa), Block::kSwaDivergence);
+      d.swa_out_of_window_tokens = host_value(static_cast<int>(GroupKind::Swa), Block::kSwaOutOfWindow);
+      report.info.push_back(swa_divergence_line(d));
+    }
+  }
+
+  void check_plan_flags(Group& g, const Snapshot& snap, RuntimeReport& report) {
+    const char* name = group_kind_name(g.kind);
+    if (snap.forwards > 0) {
+      verify_total_[g.index] += host_int32(g.index, Block::kHeadNumValid);
+      if (host_int32(g.index, Block::kHeadEnable) == 0) {
+        ++g.head_disabled;
+        report.warnings.push_back(message("kv_canary warning: the head verify of the ", name,
+                                          " group was disabled by capacity overflow at step ", snap.step,
+                                          ": the batch's prefixes need more than verify_capacity ",
+                                          capacities_.verify_capacity, " entries (", g.head_disabled,
+                                          " steps disabled so far); raise Capacities::verify_capacity"));
+      }
+      const std::int32_t bits = host_int32(g.index, Block::kHeadInputErrors);
+      if (bits != 0)
+        report.warnings.push_back(message("kv_canary warning: the ", name, " group's batch at step ", snap.step,
+                                          " has bad rows: input_error_bits=", bits, " first_bad_row=",
+                                          host_int32(g.index, Block::kHeadFirstBadRow)));
+    }
+    if (snap.sweeps > last_sweeps_seen_[g.index]) {
+      if (host_int32(g.index, Block::kSweepEnable) == 0) {
+        ++g.sweep_disabled;
+        report.warnings.push_back(message("kv_canary warning: the sweep of the ", name,
+                                          " group was disabled by capacity overflow at step ", snap.step,
+                                          ": the cached prefixes need more than verify_capacity ",
+                                          capacities_.verify_capacity, " entries (", g.sweep_disabled,
+                                          " sweeps disabled so far); raise Capacities::verify_capacity"));
+      }
+      const std::int32_t bits = host_int32(g.index, Block::kSweepInputErrors);
+      if (bits != 0)
+        report.warnings.push_back(message("kv_canary warning: the ", name, " group's cached prefixes at step ",
+                                          snap.step, " have bad rows: input_error_bits=", bits, " first_bad_row=",
+                                          host_int32(g.index, Block::kSweepFirstBadRow)));
+      last_sweeps_seen_[g.index] = snap.sweeps;
+    }
+  }
+
+  // Every health_check_every_n_steps steps: each kernel run counter must have moved by exactly what the
+  // passes launched since the previous check. The first snapshot is the baseline (an engine's warmup
+  // forwards before its first end_step() are not counted).
+  void health_check(const Snapshot& snap, RuntimeReport& report) {
+    const std::int64_t every = config_.health_check_every_n_steps;
+    if (every == 0) return;
+    const auto actual = [&](int index) { return host_block_(index); };
+    if (!health_baseline_) {
+      for (int i = 0; i < Block::kSize; ++i) last_checked_actual_[i] = actual(i);
+      last_checked_expected_ = snap.expected;
+      health_baseline_ = true;
+      last_check_step_ = snap.step;
+      return;
+    }
+    if (snap.step % every != 0) return;
+    std::ostringstream wrong;
+    int mismatches = 0;
+    for (const Group& g : groups_) {
+      if (!g.on) continue;
+      for (int stage = 0; stage < Impl::kCounterStages; ++stage)
+        for (int tag = 0; tag < kKernelKinds; ++tag) {
+          const int index = Block::group_base(g.index) + Block::kernel_runs(stage, tag);
+          const std::int64_t moved = actual(index) - last_checked_actual_[index];
+          const std::int64_t launched = snap.expected[index] - last_checked_expected_[index];
+          if (moved == launched) continue;
+          wrong << (mismatches++ ? ", " : "") << (stage == 0 ? "verify " : "write ") << kernel_kind_name(tag) << " ("
+                << group_kind_name(g.kind) << "): ran " << moved << " of " << launched;
+        }
+    }
+    if (mismatches > 0)
+      report.health_errors.push_back(message(
+          "kv_canary error: canary not running: between step ", last_check_step_, " and step ", snap.step,
+          " the kernel run counters moved by other than the passes launched: ", wrong.str(),
+          " (a graph replayed without the canary's nodes, passes on another stream, or end_step() told the wrong "
+          "number of forwards)"));
+    for (int i = 0; i < Block::kSize; ++i) last_checked_actual_[i] = actual(i);
+    last_checked_expected_ = snap.expected;
+    last_check_step_ = snap.step;
+  }
+
+  bool caught_up() const {
+    for (const Group& g : groups_) {
+      if (!g.on) continue;
+      const std::int64_t count = host_value(g.index, Block::kCount);
+      const auto held = static_cast<std::int64_t>(std::min(Impl::as_uint64(count), Impl::as_uint64(config_.ring_capacity)));
+      if (g.rows_valid < held) return false;
+    }
+    return true;
+  }
+
+  int max_rounds() const {
+    return static_cast<int>(std::min<std::int64_t>(1 << 20, config_.ring_capacity / config_.pump_rows_per_step + 1));
+  }
+
+  void emit(const std::string& line) const {
+    if (config_.sink)
+      config_.sink(line);
+    else
+      std::cerr << line << '\n';
+  }
+
+  void deliver_report(const RuntimeReport& report) {
+    if (config_.report_mode != ReportMode::None) {
+      for (const auto& line : report.info) emit(line);
+      for (const auto& line : report.warnings) emit(line);
+      for (const auto& line : report.health_errors) emit(line);
+    }
+    last_report_ = report;
+    // A canary that is not running comes first: its violations (if any) stay in last_report().
+    if (config_.report_mode == ReportMode::Raise && !report.health_errors.empty())
+      throw CanaryNotRunningError(report.health_errors.front());
+    ReportOptions options{config_.report_mode, config_.keep_never_written, config_.sink};
+    deliver(report.violations, options);
+  }
+
+  template <class... Parts>
+  static std::string message(const Parts&... parts) {
+    std::ostringstream out;
+    (out << ... << parts);
+    return out.str();
+  }
+
+  static int popcount(unsigned bits) {
+    int n = 0;
+    for (; bits != 0; bits &= bits - 1) ++n;
+    return n;
+  }
+
+  ExecutionSpace space_;
+  CanaryConfig config_;
+  EngineTables<Memory> tables_;
+  Capacities capacities_;
+  Impl::SideChannel<ExecutionSpace> side_;
+  std::array<Group, kGroupKinds> groups_;
+  Kokkos::View<std::int64_t*, Memory> block_, staging_;
+  Kokkos::View<std::int64_t*, HostSpace> host_block_;
+  Kokkos::View<std::int32_t, Memory> chain_assert_;
+  Kokkos::View<std::int64_t*, Memory> sweep_zeros_;
+  std::vector<int> forward_launches_, sweep_launches_;
+  Counts expected_{}, last_checked_actual_{}, last_checked_expected_{};
+  unsigned active_tags_ = 0;
+  std::int64_t step_ = 0, forwards_ = 0, sweeps_ = 0, last_check_step_ = 0;
+  std::array<std::int64_t, kGroupKinds> verify_total_{}, last_sweeps_seen_{};
+  bool pending_ = false, health_baseline_ = false, divergence_due_ = false;
+  Snapshot pending_snapshot_;
+  std::optional<ForwardBatch<Memory>> last_batch_;
+  RuntimeReport last_report_;
+};
+
+}  // namespace kvcanary
+
+#endif

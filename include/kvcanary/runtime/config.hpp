@@ -1,0 +1,99 @@
+#ifndef KVCANARY_RUNTIME_CONFIG_HPP
+#define KVCANARY_RUNTIME_CONFIG_HPP
+
+// The configuration of kvcanary::Canary (docs/runtime.md): plain values only, so that an engine (or the
+// Python package) fills it from its own settings. Views (the engine's tables, real-KV bytes, wrapped
+// canary bytes) go to the constructor in EngineTables (runtime/engine_views.hpp).
+
+#include <kvcanary/canary_types.hpp>
+#include <kvcanary/plan_types.hpp>
+#include <kvcanary/report.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace kvcanary {
+
+// How a violation row becomes text: the one-line form of SPEC-CANARY §7, or the original system's
+// multi-line form (that line, then a header, the canary kind, the decoded reasons, stored/expected values
+// and the totals; format_violation_multiline()).
+enum class ReportFormat { OneLine, MultiLine };
+
+// The engine's dimensions, from which Capacities are derived (derive_capacities()).
+struct EngineDimensions {
+  std::int64_t pool_slots = 0;              // KV slots of the full-attention pool (canary records per buffer)
+  std::int64_t swa_pool_slots = 0;          // KV slots of the sliding-window pool (0: pool_slots)
+  std::int64_t max_running_requests = 0;    // rows of req_to_token (the request pool)
+  std::int64_t max_context_len = 0;         // columns of req_to_token
+  std::int64_t cuda_graph_max_bs = 0;       // the largest batch a captured graph runs (0: none)
+  std::int64_t max_cached_prefixes = 0;     // the most (pool row, length) pairs one sweep() gets (0: max_running_requests)
+};
+
+// Buffer sizes; -1 derives a field from EngineDimensions the way the original system's capacities.py does.
+struct Capacities {
+  // Verify entries of one pass, per group. Derived: 3 x pool slots of the group (radix prefix sharing
+  // lets the prefixes of a batch add up to more than the pool; past it the plan disables the pass, and
+  // end_step() warns).
+  std::int64_t verify_capacity = -1;
+  // Requests of one forward (batch rows, padding included). Derived: max(cuda_graph_max_bs, max_running_requests).
+  std::int64_t write_req_capacity = -1;
+  // Entries of one sweep() call. Derived: max_cached_prefixes, else max_running_requests.
+  std::int64_t sweep_req_capacity = -1;
+};
+
+// One buffer group: its records (a K and a V canary buffer) and how its plan reads the batch.
+enum class GroupKind : int {
+  Target = 0,  // full attention of the target model: HEAD/TAIL/SWEEP_*_FULL tags
+  Swa = 1,     // sliding window (window + full -> SWA LUT): *_SWA tags
+  Draft = 2,   // the speculative draft model's pool (token offset +1): *_FULL tags, its own ring
+};
+constexpr int kGroupKinds = 3;
+const char* group_kind_name(GroupKind kind);  // "target", "swa", "draft"
+
+struct CanaryConfig {
+  // ---- report ----
+  ReportMode report_mode = ReportMode::Log;   // None: rows kept, nothing said; Log: to `sink`; Raise: ViolationError
+  ReportFormat report_format = ReportFormat::OneLine;
+  bool keep_never_written = false;            // SPEC-CANARY §7 filter (the report always counts what it drops)
+  // Receives every line the runtime says (violations, warnings, stats, health); empty: std::cerr.
+  std::function<void(const std::string&)> sink;
+  std::int64_t ring_capacity = 1024;          // violation rows kept per group (fill once; the count keeps growing)
+  std::int64_t pump_rows_per_step = 64;       // ring rows the asynchronous pump copies per group and step
+
+  // ---- passes ----
+  std::int64_t sweep_interval = 0;            // > 0: sweep() is expected every that many steps (0: never)
+  RealKvMode real_kv_mode = RealKvMode::None; // fingerprints of the real KV bytes (needs tail_pass)
+  bool tail_pass = false;                     // after_forward(): verify + re-stamp the groups with real-KV sources
+  bool write_input_assert = false;            // batches carry expected_input_ids / expected_positions
+  bool verify_token_assert = false;           // EngineTables carries the expected-token pool
+  bool chain_position_assert = true;          // initial value of the device flag (set_chain_position_assert())
+
+  // ---- host checks (0: off) ----
+  std::int64_t stats_every_n_steps = 0;             // "[canary] step=... protected_tokens=..." line
+  std::int64_t health_check_every_n_steps = 100;    // kernel run counters vs the passes launched
+  std::int64_t swa_divergence_every_n_steps = 0;    // "kv_canary_swa_divergence={...}" line (SWA group only)
+
+  // ---- groups ----
+  bool swa_group = false;
+  int swa_window = 0;                         // > 0 with swa_group
+  bool draft_group = false;
+
+  EngineDimensions dimensions;
+  Capacities capacities;                      // -1 fields derived from `dimensions`
+
+  PlanOptions plan_options;
+  CanaryAlgorithm canary_algorithm = CanaryAlgorithm::Default;
+};
+
+// Every -1 field of config.capacities filled from config.dimensions; throws std::invalid_argument
+// ("kvcanary::Canary: ...") naming a dimension or capacity that is negative, zero where it must be
+// positive, or too large to allocate.
+Capacities derive_capacities(const CanaryConfig& config);
+
+// Host checks of a whole config (all but the Views): throws std::invalid_argument naming the field.
+void validate_config(const CanaryConfig& config);
+
+}  // namespace kvcanary
+
+#endif

@@ -1,0 +1,50 @@
+#ifndef KVCANARY_RUNTIME_IMPL_COUNTER_BLOCK_HPP
+#define KVCANARY_RUNTIME_IMPL_COUNTER_BLOCK_HPP
+
+// The runtime's device counters in one int64 block, so that the report pump snapshots all of them with
+// one device copy: per group, the ring's count, a kernel run counter and a slot run counter per
+// (stage, launch tag), the plan scalars of the head and sweep passes (int32 pairs in int64 words: the
+// VerifyPlan / PlanStatus Views of the passes point here), and the SWA divergence counts.
+
+#include <kvcanary/canary_types.hpp>
+
+namespace kvcanary {
+namespace Impl {
+
+enum class CounterStage : int { Verify = 0, Write = 1 };
+constexpr int kCounterStages = 2;
+
+struct CounterBlock {
+  static constexpr int kCount = 0;
+  static constexpr int kKernelRuns = 1;                                      // [stage][tag]
+  static constexpr int kSlotRuns = kKernelRuns + kCounterStages * kKernelKinds;  // [stage][tag]
+  static constexpr int kFlags = kSlotRuns + kCounterStages * kKernelKinds;   // 8 int32 in 4 words
+  static constexpr int kSwaDivergence = kFlags + 4;
+  static constexpr int kSwaOutOfWindow = kSwaDivergence + 1;
+  static constexpr int kGroupStride = 64;
+  static constexpr int kGroups = 3;
+  static constexpr int kSize = kGroups * kGroupStride;
+  static_assert(kSwaOutOfWindow < kGroupStride, "the counters of a group fit its stride");
+
+  // The int32 flags, in int32 units from the group's base.
+  enum Flag : int {
+    kHeadEnable = 0,
+    kHeadNumValid,
+    kHeadInputErrors,
+    kHeadFirstBadRow,
+    kSweepEnable,
+    kSweepNumValid,
+    kSweepInputErrors,
+    kSweepFirstBadRow,
+  };
+
+  static constexpr int group_base(int group) { return group * kGroupStride; }
+  static constexpr int kernel_runs(int stage, int tag) { return kKernelRuns + stage * kKernelKinds + tag; }
+  static constexpr int slot_runs(int stage, int tag) { return kSlotRuns + stage * kKernelKinds + tag; }
+  static constexpr int int32_index(int flag) { return 2 * kFlags + flag; }
+};
+
+}  // namespace Impl
+}  // namespace kvcanary
+
+#endif

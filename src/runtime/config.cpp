@@ -1,0 +1,89 @@
+// CanaryConfig's derived capacities and checks (runtime/config.hpp).
+
+#include <kvcanary/runtime/config.hpp>
+
+#include <kvcanary/shape_checks.hpp>
+
+#include <algorithm>
+#include <limits>
+
+namespace kvcanary {
+
+namespace {
+
+constexpr const char* kWhere = "Canary";
+// The largest buffer extent the runtime allocates (entries of 8 bytes): 2^40 keeps every byte count inside int64.
+constexpr std::int64_t kMaxExtent = std::int64_t(1) << 40;
+
+void check_positive(const char* name, std::int64_t value) {
+  if (value <= 0) Impl::throw_invalid_in(kWhere, name, " is ", value, ", must be > 0");
+  if (value > kMaxExtent) Impl::throw_invalid_in(kWhere, name, " is ", value, ", must be <= 2^40");
+}
+
+void check_non_negative(const char* name, std::int64_t value) {
+  if (value < 0) Impl::throw_invalid_in(kWhere, name, " is ", value, ", must be >= 0");
+  if (value > kMaxExtent) Impl::throw_invalid_in(kWhere, name, " is ", value, ", must be <= 2^40");
+}
+
+// -1: derived; anything else must be a positive size.
+std::int64_t pick(const char* name, std::int64_t given, std::int64_t derived) {
+  if (given == -1) return derived;
+  check_positive(name, given);
+  return given;
+}
+
+}  // namespace
+
+const char* group_kind_name(GroupKind kind) {
+  switch (kind) {
+    case GroupKind::Target: return "target";
+    case GroupKind::Swa: return "swa";
+    case GroupKind::Draft: return "draft";
+  }
+  return "unknown";
+}
+
+Capacities derive_capacities(const CanaryConfig& config) {
+  const EngineDimensions& d = config.dimensions;
+  check_positive("dimensions.pool_slots", d.pool_slots);
+  check_non_negative("dimensions.swa_pool_slots", d.swa_pool_slots);
+  check_positive("dimensions.max_running_requests", d.max_running_requests);
+  check_positive("dimensions.max_context_len", d.max_context_len);
+  check_non_negative("dimensions.cuda_graph_max_bs", d.cuda_graph_max_bs);
+  check_non_negative("dimensions.max_cached_prefixes", d.max_cached_prefixes);
+  const std::int64_t largest_pool = std::max(d.pool_slots, d.swa_pool_slots);
+  Capacities c;
+  c.verify_capacity = pick("capacities.verify_capacity", config.capacities.verify_capacity, 3 * largest_pool);
+  c.write_req_capacity = pick("capacities.write_req_capacity", config.capacities.write_req_capacity,
+                              std::max(d.cuda_graph_max_bs, d.max_running_requests));
+  c.sweep_req_capacity = pick("capacities.sweep_req_capacity", config.capacities.sweep_req_capacity,
+                              d.max_cached_prefixes > 0 ? d.max_cached_prefixes : d.max_running_requests);
+  return c;
+}
+
+void validate_config(const CanaryConfig& config) {
+  derive_capacities(config);
+  check_non_negative("ring_capacity", config.ring_capacity);
+  check_positive("pump_rows_per_step", config.pump_rows_per_step);
+  check_non_negative("sweep_interval", config.sweep_interval);
+  check_non_negative("stats_every_n_steps", config.stats_every_n_steps);
+  check_non_negative("health_check_every_n_steps", config.health_check_every_n_steps);
+  check_non_negative("swa_divergence_every_n_steps", config.swa_divergence_every_n_steps);
+  const auto mode = static_cast<std::int32_t>(config.real_kv_mode);
+  if (mode < 0 || mode > static_cast<std::int32_t>(RealKvMode::All))
+    Impl::throw_invalid_in(kWhere, "real_kv_mode is ", mode, ", must be 0 (none), 1 (partial) or 2 (all)");
+  // The head write stamps the fingerprint of the bytes before the model writes them; only the tail's
+  // re-stamp makes the next head's real-KV check meaningful.
+  if (config.real_kv_mode != RealKvMode::None && !config.tail_pass)
+    Impl::throw_invalid_in(kWhere, "real_kv_mode is not none but tail_pass is off (real-KV fingerprints are "
+                                   "stamped by the tail, after the model writes the KV)");
+  if (config.swa_group && config.swa_window <= 0)
+    Impl::throw_invalid_in(kWhere, "swa_group is on but swa_window is ", config.swa_window, ", must be > 0");
+  if (!config.swa_group && config.swa_window != 0)
+    Impl::throw_invalid_in(kWhere, "swa_window is ", config.swa_window, " but swa_group is off");
+  if (config.swa_divergence_every_n_steps > 0 && !config.swa_group)
+    Impl::throw_invalid_in(kWhere, "swa_divergence_every_n_steps is ", config.swa_divergence_every_n_steps,
+                           " but swa_group is off");
+}
+
+}  // namespace kvcanary

@@ -1,0 +1,286 @@
+// kvcanary::Canary (docs/runtime.md) against the host reference run on the same steps: every pass of
+// every group, the asynchronous pump (no row lost or duplicated across steps, ring overflow, flush), the
+// health check, the report modes, and the warnings.
+
+#include "runtime_harness.hpp"
+
+#include <memory>
+
+namespace kvcanary_test {
+
+using kvcanary::GroupKind;
+using kvcanary_runtime_test::EngineShape;
+using kvcanary_runtime_test::RuntimeHarness;
+
+class Runtime : public ::testing::Test {
+ protected:
+  using Space = KVCANARY_TEST_EXECSPACE;
+  using Harness = RuntimeHarness<Space>;
+
+  static kvcanary::CanaryConfig quiet(std::vector<std::string>* lines = nullptr) {
+    kvcanary::CanaryConfig config;
+    config.report_mode = kvcanary::ReportMode::Log;
+    config.keep_never_written = true;  // every row, as the reference ring holds them
+    config.ring_capacity = 1 << 14;
+    config.sink = [lines](const std::string& line) {
+      if (lines) lines->push_back(line);
+    };
+    return config;
+  }
+
+  // Runs `steps` steps, flushes, and compares every group's rows (as multisets) and buffers.
+  static void run_and_compare(Harness& h, int steps, int sweep_every, int corrupt_every) {
+    for (int s = 1; s <= steps; ++s)
+      h.step(sweep_every > 0 && s % sweep_every == 0, corrupt_every > 0 && s % corrupt_every == 0);
+    h.record(h.canary->flush());
+    for (int g = 0; g < 3; ++g) {
+      if (!h.ref[g].on) continue;
+      SCOPED_TRACE(std::string("group ") + kvcanary::group_kind_name(static_cast<GroupKind>(g)));
+      EXPECT_EQ(Harness::sorted(h.reported[g]), Harness::sorted(h.ref[g].ring.rows));
+      const auto kind = static_cast<GroupKind>(g);
+      EXPECT_TRUE(kvcanary::download_canary_buffer(h.space, h.canary->k_buffer(kind)) == h.ref[g].k);
+      EXPECT_TRUE(kvcanary::download_canary_buffer(h.space, h.canary->v_buffer(kind)) == h.ref[g].v);
+    }
+  }
+};
+
+TEST_F(Runtime, CapacitiesDerivedFromTheEngine) {
+  kvcanary::CanaryConfig config;
+  config.dimensions = {1000, 0, 64, 512, 256, 0};
+  auto c = kvcanary::derive_capacities(config);
+  EXPECT_EQ(c.verify_capacity, 3000);
+  EXPECT_EQ(c.write_req_capacity, 256);
+  EXPECT_EQ(c.sweep_req_capacity, 64);
+  config.capacities.verify_capacity = 77;
+  config.dimensions.swa_pool_slots = 2000;
+  c = kvcanary::derive_capacities(config);
+  EXPECT_EQ(c.verify_capacity, 77);
+  config.capacities.verify_capacity = -1;
+  EXPECT_EQ(kvcanary::derive_capacities(config).verify_capacity, 6000);
+  config.dimensions.pool_slots = -4;
+  EXPECT_THROW(kvcanary::derive_capacities(config), std::invalid_argument);
+  config.dimensions.pool_slots = 4;
+  config.capacities.write_req_capacity = 0;
+  EXPECT_THROW(kvcanary::derive_capacities(config), std::invalid_argument);
+}
+
+TEST_F(Runtime, BadConfigsThrowBeforeAllocating) {
+  EngineShape shape;
+  auto config = quiet();
+  config.real_kv_mode = kvcanary::RealKvMode::All;  // without the tail
+  EXPECT_THROW(Harness(shape, config), std::invalid_argument);
+  config = quiet();
+  config.ring_capacity = -1;
+  EXPECT_THROW(Harness(shape, config), std::invalid_argument);
+  config = quiet();
+  config.health_check_every_n_steps = -1;
+  EXPECT_THROW(Harness(shape, config), std::invalid_argument);
+}
+
+TEST_F(Runtime, HeadPassesMatchTheReference) {
+  Harness h(EngineShape{}, quiet());
+  run_and_compare(h, 60, 0, 7);
+  EXPECT_FALSE(h.ref[0].ring.rows.empty());  // the corruptions were seen
+}
+
+TEST_F(Runtime, EveryGroupTailAndSweepMatchTheReference) {
+  EngineShape shape;
+  shape.swa = shape.draft = shape.real_kv = true;
+  auto config = quiet();
+  config.tail_pass = true;
+  config.real_kv_mode = kvcanary::RealKvMode::All;
+  config.verify_token_assert = true;
+  config.sweep_interval = 4;
+  Harness h(shape, config, 7);
+  run_and_compare(h, 60, 4, 9);
+  EXPECT_EQ(h.canary->sweeps(), 15);
+  EXPECT_FALSE(h.ref[0].ring.rows.empty());
+}
+
+TEST_F(Runtime, PumpReportsEachRowOnceOneStepLater) {
+  Harness h(EngineShape{}, quiet());
+  for (int s = 1; s <= 20; ++s) h.step(false, s == 10);
+  // The corruption of step 10 is verified by step 11's head at the latest, and reported one step after.
+  std::int64_t first = -1;
+  for (const auto& report : h.reports)
+    if (!report.violations.rows.empty() && first < 0) first = report.step;
+  EXPECT_GE(first, 10);
+  EXPECT_LE(first, 11);
+  h.record(h.canary->flush());
+  EXPECT_EQ(Harness::sorted(h.reported[0]), Harness::sorted(h.ref[0].ring.rows));
+}
+
+TEST_F(Runtime, PumpWindowAndRingOverflowLoseNothingTheRingKept) {
+  auto config = quiet();
+  config.ring_capacity = 10;
+  config.pump_rows_per_step = 3;  // fewer than a step's violations: the pump catches up over steps
+  Harness h(EngineShape{}, config);
+  std::int64_t newly_lost = 0;
+  for (int s = 1; s <= 30; ++s) {
+    h.step(false, true);
+    newly_lost += h.reports.back().violations.newly_lost;
+  }
+  h.record(h.canary->flush());
+  newly_lost += h.reports.back().violations.newly_lost;
+  const std::int64_t count = h.ref[0].ring.count;
+  ASSERT_GT(count, 10);
+  // Exactly the ring's rows, each once (which violations won the first rows is the device's order).
+  ASSERT_EQ(h.reported[0].size(), 10u);
+  auto expected = Harness::sorted(h.ref[0].ring.rows);
+  for (const auto& row : h.reported[0]) {
+    const auto it = std::find(expected.begin(), expected.end(), row);
+    ASSERT_NE(it, expected.end());
+  }
+  EXPECT_EQ(newly_lost, count - 10);
+  EXPECT_EQ(h.reports.back().violations.count, count);
+  EXPECT_TRUE(h.reports.back().violations.overflowed);
+}
+
+TEST_F(Runtime, HealthCheckQuietOnTenThousandCleanSteps) {
+  EngineShape shape;
+  shape.rows = 5;
+  shape.cols = 24;
+  shape.max_batch = 2;
+  shape.max_extend = 2;
+  auto config = quiet();
+  config.health_check_every_n_steps = 50;
+  config.report_mode = kvcanary::ReportMode::Raise;
+  Harness h(shape, config);
+  for (int s = 1; s <= 10000; ++s) {
+    h.step(false, false);
+    ASSERT_TRUE(h.reports.back().health_errors.empty()) << "step " << s;
+    ASSERT_TRUE(h.reports.back().violations.rows.empty()) << "step " << s;
+    h.reports.clear();
+  }
+}
+
+TEST_F(Runtime, HealthCheckFiresWhenAPassIsSkipped) {
+  std::vector<std::string> lines;
+  auto config = quiet(&lines);
+  config.health_check_every_n_steps = 10;
+  Harness h(EngineShape{}, config);
+  for (int s = 1; s <= 25; ++s) h.step(false, false, /*skip_canary=*/s == 15);
+  std::vector<std::string> errors;
+  for (const auto& report : h.reports)
+    for (const auto& error : report.health_errors) errors.push_back(error);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_NE(errors[0].find("canary not running: between step 10 and step 20"), std::string::npos) << errors[0];
+  EXPECT_NE(errors[0].find("verify HEAD_K_FULL (target): ran 18 of 20, write HEAD_K_FULL (target): ran 9 of 10, "
+                          "write HEAD_V_FULL (target): ran 9 of 10"), std::string::npos) << errors[0];
+  EXPECT_NE(std::find(lines.begin(), lines.end(), errors[0]), lines.end());  // logged
+
+  config.report_mode = kvcanary::ReportMode::Raise;
+  Harness raising(EngineShape{}, config);
+  bool thrown = false;
+  for (int s = 1; s <= 25 && !thrown; ++s) {
+    try {
+      raising.step(false, false, s == 3);
+    } catch (const kvcanary::CanaryNotRunningError&) {
+      thrown = true;
+      EXPECT_EQ(s, 11);  // the snapshot of step 10, read at step 11
+    } catch (const kvcanary::ViolationError&) {
+      // the skipped step's tokens were never stamped: the next heads see them (rows, not the health check)
+    }
+  }
+  EXPECT_TRUE(thrown);
+}
+
+TEST_F(Runtime, ReportModes) {
+  for (const auto mode : {kvcanary::ReportMode::None, kvcanary::ReportMode::Log, kvcanary::ReportMode::Raise}) {
+    std::vector<std::string> lines;
+    auto config = quiet(&lines);
+    config.report_mode = mode;
+    config.keep_never_written = false;
+    Harness h(EngineShape{}, config, 3);
+    bool raised = false;
+    for (int s = 1; s <= 30 && !raised; ++s) {
+      try {
+        h.step(false, s == 12);
+      } catch (const kvcanary::ViolationError& error) {
+        raised = true;
+        EXPECT_FALSE(error.rows().empty());
+        EXPECT_EQ(error.lines().front().rfind("kv_canary violation: launch_tag=", 0), 0u);
+      }
+    }
+    EXPECT_EQ(raised, mode == kvcanary::ReportMode::Raise);
+    const bool logged = std::any_of(lines.begin(), lines.end(), [](const std::string& line) {
+      return line.rfind("kv_canary violation:", 0) == 0;
+    });
+    EXPECT_EQ(logged, mode == kvcanary::ReportMode::Log);
+    if (mode == kvcanary::ReportMode::None) EXPECT_TRUE(lines.empty());
+  }
+}
+
+TEST_F(Runtime, MultiLineFormatInTheReport) {
+  std::vector<std::string> lines;
+  auto config = quiet(&lines);
+  config.report_format = kvcanary::ReportFormat::MultiLine;
+  Harness h(EngineShape{}, config, 3);
+  for (int s = 1; s <= 20; ++s) h.step(false, s == 8);
+  h.record(h.canary->flush());
+  ASSERT_FALSE(h.reported[0].empty());
+  const auto& report = std::find_if(h.reports.begin(), h.reports.end(), [](const kvcanary::RuntimeReport& r) {
+    return !r.violations.rows.empty();
+  });
+  ASSERT_NE(report, h.reports.end());
+  const auto& line = report->violations.lines.front();
+  EXPECT_EQ(line, kvcanary::format_violation_multiline(report->violations.rows.front(), report->violations.count, false,
+                                                       report->step + 1));
+  EXPECT_NE(line.find("\nKV cache canary violation detected (kernel_kind="), std::string::npos);
+}
+
+TEST_F(Runtime, CapacityOverflowWarnsNamingThePass) {
+  std::vector<std::string> lines;
+  auto config = quiet(&lines);
+  config.capacities.verify_capacity = 6;
+  Harness h(EngineShape{}, config);
+  for (int s = 1; s <= 12; ++s) h.step();
+  const auto warning = std::find_if(lines.begin(), lines.end(), [](const std::string& line) {
+    return line.find("head verify of the target group was disabled by capacity overflow") != std::string::npos;
+  });
+  ASSERT_NE(warning, lines.end());
+  EXPECT_NE(warning->find("verify_capacity 6"), std::string::npos) << *warning;
+}
+
+TEST_F(Runtime, StatsAndSwaDivergenceLines) {
+  std::vector<std::string> lines;
+  EngineShape shape;
+  shape.swa = true;
+  auto config = quiet(&lines);
+  config.stats_every_n_steps = 5;
+  config.swa_divergence_every_n_steps = 5;
+  Harness h(shape, config);
+  for (int s = 1; s <= 11; ++s) h.step();
+  std::vector<std::string> stats, divergence;
+  for (const auto& line : lines) {
+    if (line.rfind("[canary] step=", 0) == 0) stats.push_back(line);
+    if (line.rfind("kv_canary_swa_divergence={", 0) == 0) divergence.push_back(line);
+  }
+  ASSERT_EQ(stats.size(), 2u);
+  EXPECT_EQ(stats[0].rfind("[canary] step=5 protected_tokens=", 0), 0u) << stats[0];
+  EXPECT_NE(stats[0].find(" sweep_passes=0 violations=0 launch_tags_active=4/12"), std::string::npos) << stats[0];
+  ASSERT_EQ(divergence.size(), 2u);
+  // The identity LUT: no divergence, nothing out of the window.
+  EXPECT_NE(divergence[0].find("\"forward_ct\":5,"), std::string::npos) << divergence[0];
+  EXPECT_NE(divergence[0].find("\"swa_full_idx_divergence\":0,\"swa_out_of_window_tokens\":0}"), std::string::npos);
+}
+
+TEST_F(Runtime, BatchErrorsThrowBeforeAnyLaunch) {
+  EngineShape shape;
+  shape.swa = true;
+  Harness h(shape, quiet());
+  auto batch = h.batch();
+  batch.swa_tokens.reset();
+  EXPECT_THROW(h.canary->before_forward(batch), std::invalid_argument);
+  batch = h.batch();
+  batch.tokens.positions = Kokkos::subview(h.d_pos[0], std::make_pair(0, 3));
+  EXPECT_THROW(h.canary->before_forward(batch), std::invalid_argument);
+  EXPECT_THROW(h.canary->end_step(-1), std::invalid_argument);
+  h.canary->flush();
+  // Nothing ran: every counter is still zero.
+  const auto block = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), h.canary->counter_block());
+  for (int tag = 0; tag < kvcanary::kKernelKinds; ++tag)
+    EXPECT_EQ(block(kvcanary::Impl::CounterBlock::kernel_runs(0, tag)), 0);
+}
+
+}  // namespace kvcanary_test

@@ -1,0 +1,4 @@
+// The runtime tests on Kokkos::Cuda.
+#define KVCANARY_TEST_EXECSPACE Kokkos::Cuda
+#include "test_runtime.hpp"
+#include "test_runtime_text.hpp"

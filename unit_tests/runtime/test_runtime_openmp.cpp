@@ -1,0 +1,4 @@
+// The runtime tests on Kokkos::OpenMP.
+#define KVCANARY_TEST_EXECSPACE Kokkos::OpenMP
+#include "test_runtime.hpp"
+#include "test_runtime_text.hpp"

@@ -1,0 +1,4 @@
+// The runtime tests on Kokkos::Serial.
+#define KVCANARY_TEST_EXECSPACE Kokkos::Serial
+#include "test_runtime.hpp"
+#include "test_runtime_text.hpp"
