@@ -92,7 +92,8 @@ class RuntimeHarness {
   std::array<std::vector<RingRow>, 3> reported;  // rows the runtime reported, per group
   std::vector<kvcanary::RuntimeReport> reports;
 
-  RuntimeHarness(EngineShape s, kvcanary::CanaryConfig c, std::uint64_t seed = 1) : shape(s), config(std::move(c)), rng(seed) {
+  RuntimeHarness(EngineShape s, kvcanary::CanaryConfig c, std::uint64_t seed = 1, const Space& instance = Space())
+      : shape(s), config(std::move(c)), space(instance), rng(seed) {
     const std::int64_t slots = shape.slots();
     rpi.assign(shape.max_batch, 0);
     prefix.assign(shape.max_batch, 0);
@@ -378,6 +379,21 @@ class RuntimeHarness {
 
   // One whole step on both sides; `skip_canary` runs the step without the canary's passes (a replay
   // that lost its nodes) while end_step() is still told one forward ran.
+  // `head` and `tail` run the canary's passes (a test may replay them from a graph instead).
+  template <class Head, class Tail>
+  void step_with(bool sweep_now, bool corrupt, const Head& head, const Tail& tail) {
+    next_batch();
+    upload_step();
+    if (corrupt) corrupt_one();
+    head();
+    reference_head();
+    model_write();
+    tail();
+    reference_tail();
+    if (sweep_now) sweep();
+    record(canary->end_step());
+  }
+
   void step(bool sweep_now = false, bool corrupt = false, bool skip_canary = false) {
     next_batch();
     upload_step();

@@ -1,0 +1,84 @@
+// kvcanary::Canary captured the way an engine runs it: before_forward() and after_forward() each captured
+// once as a CUDA graph (after one eager step) on a user stream, replayed for 60 steps with the batch
+// refilled in place, the "model" writing the KV bytes between them, sweeps and end_step() eager. Every
+// group's reported rows and buffers must equal the host reference run on the same steps, and the health
+// check must stay quiet (the replays run the canary's nodes).
+
+#include "../runtime/runtime_harness.hpp"
+
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#define CHECK_CUDA(call) ASSERT_EQ((call), cudaSuccess) << #call
+
+namespace {
+
+using Space = Kokkos::Cuda;
+using Harness = kvcanary_runtime_test::RuntimeHarness<Space>;
+
+TEST(RuntimeCudaGraph, SixtyReplayedStepsEqualTheReference) {
+  cudaStream_t stream;
+  CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  {
+    kvcanary_runtime_test::EngineShape shape;
+    shape.swa = shape.draft = shape.real_kv = true;
+    kvcanary::CanaryConfig config;
+    config.report_mode = kvcanary::ReportMode::Log;
+    config.keep_never_written = true;
+    config.ring_capacity = 1 << 14;
+    config.tail_pass = true;
+    config.real_kv_mode = kvcanary::RealKvMode::All;
+    config.verify_token_assert = true;
+    config.sweep_interval = 5;
+    config.health_check_every_n_steps = 10;
+    config.sink = [](const std::string&) {};
+    Harness h(shape, config, 11, Space(stream));
+
+    cudaGraphExec_t head = nullptr, tail = nullptr;
+    const auto capture = [&](cudaGraphExec_t& exec, const auto& calls) {
+      cudaGraph_t graph;
+      ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+      calls();
+      ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+      ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+      ASSERT_EQ(cudaGraphDestroy(graph), cudaSuccess);
+    };
+    const auto batch = h.batch();  // fixed addresses: the harness refills these Views in place
+    for (int s = 1; s <= 60; ++s) {
+      const bool eager = s == 1;
+      h.step_with(
+          s % 5 == 0, s % 7 == 0,
+          [&] {
+            if (eager) {
+              h.canary->before_forward(batch);
+              capture(head, [&] { h.canary->before_forward(batch); });
+            } else {
+              ASSERT_EQ(cudaGraphLaunch(head, stream), cudaSuccess);
+            }
+          },
+          [&] {
+            if (eager) {
+              h.canary->after_forward(batch);
+              capture(tail, [&] { h.canary->after_forward(batch); });
+            } else {
+              ASSERT_EQ(cudaGraphLaunch(tail, stream), cudaSuccess);
+            }
+          });
+      ASSERT_TRUE(h.reports.back().health_errors.empty()) << "step " << s << ": " << h.reports.back().health_errors[0];
+    }
+    h.record(h.canary->flush());
+    for (int g = 0; g < 3; ++g) {
+      SCOPED_TRACE(g);
+      EXPECT_EQ(Harness::sorted(h.reported[g]), Harness::sorted(h.ref[g].ring.rows));
+      const auto kind = static_cast<kvcanary::GroupKind>(g);
+      EXPECT_TRUE(kvcanary::download_canary_buffer(h.space, h.canary->k_buffer(kind)) == h.ref[g].k);
+      EXPECT_TRUE(kvcanary::download_canary_buffer(h.space, h.canary->v_buffer(kind)) == h.ref[g].v);
+    }
+    EXPECT_FALSE(h.ref[0].ring.rows.empty());
+    cudaGraphExecDestroy(head);
+    cudaGraphExecDestroy(tail);
+  }
+  CHECK_CUDA(cudaStreamDestroy(stream));
+}
+
+}  // namespace
