@@ -9,6 +9,7 @@
 #include "perf_plan.hpp"
 #include "perf_verify.hpp"
 #include "perf_write.hpp"
+#include "perf_step.hpp"
 
 #ifndef KVCANARY_PERF_EXECSPACE
 #error "define KVCANARY_PERF_EXECSPACE before including perf_backend.hpp"
@@ -22,11 +23,13 @@ namespace kvcanary_perf {
 std::string backend_name() { return KVCANARY_PERF_BACKEND; }
 std::vector<std::string> default_flags() { return backend_default_flags<KVCANARY_PERF_EXECSPACE>(); }
 Floor measure_floor() { return measure_backend_floor<KVCANARY_PERF_EXECSPACE>(KVCANARY_PERF_BACKEND); }
-// Plan, verify and write, in that order (each stage's workloads next to each other, so its caches hold one).
+// Plan, verify, write and the runtime's step, in that order (each stage's workloads next to each other,
+// so its caches hold one).
 void register_benchmarks() {
   register_plan_benchmarks<KVCANARY_PERF_EXECSPACE>(KVCANARY_PERF_BACKEND);
   register_verify_benchmarks<KVCANARY_PERF_EXECSPACE>(KVCANARY_PERF_BACKEND);
   register_write_benchmarks<KVCANARY_PERF_EXECSPACE>(KVCANARY_PERF_BACKEND);
+  register_step_benchmarks<KVCANARY_PERF_EXECSPACE>(KVCANARY_PERF_BACKEND);
 }
 
 }  // namespace kvcanary_perf

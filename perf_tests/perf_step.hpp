@@ -1,0 +1,155 @@
+#ifndef KVCANARY_PERF_STEP_HPP
+#define KVCANARY_PERF_STEP_HPP
+
+// The whole canary step of a batch through kvcanary::Canary (docs/runtime.md):
+//   step/<workload>/<launch>   Canary::before_forward() = plan + head verify of K and V (one call) + head
+//                              write of K and V, on the SPEC §7 workloads without a window (the target group)
+// The K and V buffers are the workload's prefixes stamped (canary_workloads.hpp), wrapped by the Canary; the
+// step's tokens are each request's extend, at its page-table slots, with the expected-token pool's tokens.
+// Checked before timing (SkipWithError otherwise): the eager step reports no violation through flush(), and
+// leaves the K buffer equal to kvcanary::reference::write of the same step over the stamped records; a graph's
+// first replay reports no violation either.
+//
+// Side by side: original_step_us, the original system's same step (plan + 2 x verify + 2 x write, µs, H200
+// graph replay, /work/shared/GPU-FLOORS.md "Re-measured side by side, 2026-12-04") where that table has the
+// write of the workload, and speedup_vs_original = original_step_us / us_per_call.
+
+#include "canary_workloads.hpp"
+#include "perf_timing.hpp"
+#include "perf_verify.hpp"  // kHostMaxCanarySlots
+
+#include <kvcanary/kvcanary.hpp>
+
+#include <map>
+#include <memory>
+#include <string>
+
+namespace kvcanary_perf {
+
+// GPU-FLOORS.md, 2026-12-04 table: the original's plan + 2 x verify (K) + 2 x write, µs.
+inline const std::map<std::string, double>& original_step_us() {
+  static const std::map<std::string, double> steps = {
+      {"decode_bs1", 6.61 + 2 * 3.13 + 2 * 3.59},
+      {"decode_bs64", 17.85 + 2 * 13.04 + 2 * 3.52},
+      {"decode_bs256", 95.11 + 2 * 245.69 + 2 * 3.52},
+      {"decode_bs4096", 57.04 + 2 * 28.78 + 2 * 6.17},
+  };
+  return steps;
+}
+
+template <class ExecutionSpace>
+struct StepCall {
+  using Memory = typename ExecutionSpace::memory_space;
+  ExecutionSpace space;
+  kvcanary::PlanInputs<Memory> inputs;
+  Kokkos::View<std::int64_t*, Memory> input_ids, positions, out_cache_loc;
+  kvcanary::ForwardBatch<Memory> batch;
+  std::unique_ptr<kvcanary::Canary<ExecutionSpace>> canary;
+  canary::StepTokens tokens;  // host copy, for the reference
+
+  StepCall(const ExecutionSpace& space_, const VerifyCase& c) : space(space_) {
+    const Inputs& in = c.workload.inputs;
+    inputs = kvcanary::upload_inputs(space, in);
+    for (std::size_t r = 0; r < in.req_pool_indices.size(); ++r) {
+      const std::int64_t rp = in.req_pool_indices[r];
+      for (std::int64_t j = 0; j < in.extend_seq_lens[r]; ++j) {
+        const std::int64_t p = in.prefix_lens[r] + j;
+        const auto cell = static_cast<std::size_t>(rp * in.max_seq_len + p);
+        tokens.input_ids.push_back(in.req_to_verify_expected_tokens ? (*in.req_to_verify_expected_tokens)[cell]
+                                                                    : (p * 7919 + rp) % 151936);
+        tokens.positions.push_back(p);
+        tokens.out_cache_loc.push_back(in.req_to_token[cell]);
+      }
+    }
+    tokens.chain_position_assert = 1;
+    input_ids = kvcanary::Impl::upload<std::int64_t, Memory>(space, "kvcanary_perf::input_ids", tokens.input_ids);
+    positions = kvcanary::Impl::upload<std::int64_t, Memory>(space, "kvcanary_perf::positions", tokens.positions);
+    out_cache_loc = kvcanary::Impl::upload<std::int64_t, Memory>(space, "kvcanary_perf::out_cache_loc", tokens.out_cache_loc);
+
+    kvcanary::CanaryConfig config;
+    config.report_mode = kvcanary::ReportMode::None;
+    config.health_check_every_n_steps = 0;
+    config.verify_token_assert = in.req_to_verify_expected_tokens.has_value();
+    config.dimensions.pool_slots = num_canary_slots(in);
+    config.dimensions.max_running_requests = in.max_reqs;
+    config.dimensions.max_context_len = in.max_seq_len;
+    config.capacities.verify_capacity = c.workload.verify_capacity;
+    config.capacities.write_req_capacity = c.workload.write_req_capacity;
+    kvcanary::EngineTables<Memory> tables;
+    tables.req_to_token = inputs.req_to_token;
+    if (config.verify_token_assert) tables.expected_tokens = *inputs.req_to_verify_expected_tokens;
+    tables.target.k = kvcanary::upload_canary_buffer(space, c.stamped);
+    tables.target.v = kvcanary::upload_canary_buffer(space, c.stamped);
+    canary = std::make_unique<kvcanary::Canary<ExecutionSpace>>(space, config, tables);
+
+    batch.req_pool_indices = inputs.req_pool_indices;
+    batch.prefix_lens = inputs.prefix_lens;
+    batch.extend_seq_lens = inputs.extend_seq_lens;
+    if (config.verify_token_assert) batch.expected_tokens_valid_lens = *inputs.req_to_verify_expected_tokens_valid_lens;
+    batch.tokens = kvcanary::ForwardTokens<Memory>{input_ids, positions, out_cache_loc, std::nullopt, std::nullopt};
+    space.fence();
+  }
+
+  void run() const { canary->before_forward(batch); }
+};
+
+inline void expect_clean_step(const kvcanary::RuntimeReport& report, const std::string& when) {
+  expect(report.violations.count == 0 && report.violations.rows.empty(),
+         when + ": " + std::to_string(report.violations.count) + " violations" +
+             (report.violations.lines.empty() ? "" : "; first: " + report.violations.lines.front()));
+  expect(report.warnings.empty(), when + ": " + (report.warnings.empty() ? "" : report.warnings.front()));
+}
+
+template <class ExecutionSpace>
+void bench_step(benchmark::State& state, const WorkloadShape& shape, Launch launch) {
+  run_checked(state, [&] {
+    const std::shared_ptr<VerifyCase> c = verify_case(shape);
+    Instance<ExecutionSpace> instance;
+    StepCall<ExecutionSpace> call(instance.space(), *c);
+
+    call.run();  // eager, checked
+    expect_clean_step(call.canary->flush(), "eager step");
+    {
+      canary::Outputs plan = canary::make_outputs(c->workload.verify_capacity, c->workload.write_req_capacity, 0);
+      canary::plan(c->workload.inputs, plan);
+      canary::CanaryBuffer expected = c->stamped;
+      canary::ViolationRing ring;
+      ring.capacity = 16;
+      canary::write(plan, call.tokens, kvcanary::KernelKind::HEAD_K_FULL, {}, expected, ring);
+      expect(ring.count == 0, "reference::write of the step reports a violation");
+      expect(kvcanary::download_canary_buffer(call.space, call.canary->k_buffer(kvcanary::GroupKind::Target)) == expected,
+             "the K buffer after the step differs from kvcanary::reference::write");
+    }
+    const CallTotals totals = time_calls(state, instance, launch, [&] { call.run(); }, [&](auto replay) {
+      replay();
+      expect_clean_step(call.canary->flush(), "graph replay");
+    });
+    set_time_counters(state, totals, c->bytes(2), measured_floor().floor_us(c->bytes(2)), c->workload.regime);
+    if (totals.calls <= 0) return;
+    const auto original = original_step_us().find(shape.name);
+    if (original != original_step_us().end() && is_cuda<ExecutionSpace>()) {
+      state.counters["original_step_us"] = original->second;
+      state.counters["speedup_vs_original"] = original->second / totals.us_per_call();
+    }
+    state.counters["batch_size"] = static_cast<double>(c->workload.inputs.req_pool_indices.size());
+    state.counters["tokens"] = static_cast<double>(call.tokens.input_ids.size());
+  });
+}
+
+template <class ExecutionSpace>
+void register_step_benchmarks(const std::string& backend) {
+  for (const WorkloadShape& shape : shapes_by_regime()) {
+    if (shape.swa_window_size > 0) continue;  // the target group has no window (an SWA model runs both)
+    const std::int64_t cells = (shape.batch_size + 1) * (shape.prefix_max + shape.extend_max);
+    if (!is_cuda<ExecutionSpace>() && cells > kHostMaxCanarySlots && !host_large_workloads()) continue;
+    for (const auto& launch : launches<ExecutionSpace>(backend)) {
+      const Launch mode = launch.first;
+      register_timed("step/" + shape.name + "/" + launch.second,
+                     [shape, mode](benchmark::State& state) { bench_step<ExecutionSpace>(state, shape, mode); });
+    }
+  }
+}
+
+}  // namespace kvcanary_perf
+
+#endif
