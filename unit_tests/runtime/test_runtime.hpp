@@ -136,6 +136,25 @@ TEST_F(Runtime, PumpWindowAndRingOverflowLoseNothingTheRingKept) {
   EXPECT_TRUE(h.reports.back().violations.overflowed);
 }
 
+TEST_F(Runtime, RearmEmptiesTheRingsAndKeepsCounting) {
+  auto config = quiet();
+  config.ring_capacity = 6;
+  config.health_check_every_n_steps = 5;
+  Harness h(EngineShape{}, config);
+  std::int64_t rows = 0;
+  for (int s = 1; s <= 30; ++s) {
+    h.step(false, true);
+    h.record(h.canary->rearm());
+    // Each step's rows, all of them while a step's violations fit the ring, then the ring starts over.
+    const std::int64_t count = h.ref[0].ring.count;
+    EXPECT_EQ(static_cast<std::int64_t>(h.reported[0].size()) - rows, std::min<std::int64_t>(count, 6)) << "step " << s;
+    rows = static_cast<std::int64_t>(h.reported[0].size());
+    EXPECT_TRUE(h.reports.back().health_errors.empty());
+    h.ref[0].ring.rows.clear();
+    h.ref[0].ring.count = 0;
+  }
+}
+
 TEST_F(Runtime, HealthCheckQuietOnTenThousandCleanSteps) {
   EngineShape shape;
   shape.rows = 5;

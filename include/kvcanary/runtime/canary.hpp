@@ -164,6 +164,20 @@ class Canary {
     return report;
   }
 
+  // flush(), then empties every ring (count 0: the next violations take its first rows again), so that a
+  // long run keeps every violation's row as long as it rearms before the ring fills (a simulator, a test
+  // harness). Synchronous: it fences; the run counters are untouched.
+  RuntimeReport rearm() {
+    RuntimeReport report = flush();
+    for (Group& g : groups_) {
+      if (!g.on) continue;
+      Kokkos::deep_copy(space_, int64_view(g.index, Block::kCount), std::int64_t(0));
+      g.rows_valid = g.window_end = g.last_lost = 0;
+    }
+    space_.fence();
+    return report;
+  }
+
   // The device flag of the write's chain-position assert (off during an engine's warmup with synthetic
   // positions). Asynchronous on the engine's instance; not inside a capture.
   void set_chain_position_assert(bool on) { Kokkos::deep_copy(space_, chain_assert_, on ? 1 : 0); }
