@@ -184,8 +184,7 @@ TEST_F(Runtime, HealthCheckFiresWhenAPassIsSkipped) {
     for (const auto& error : report.health_errors) errors.push_back(error);
   ASSERT_EQ(errors.size(), 1u);
   EXPECT_NE(errors[0].find("canary not running: between step 10 and step 20"), std::string::npos) << errors[0];
-  EXPECT_NE(errors[0].find("verify HEAD_K_FULL (target): ran 18 of 20, write HEAD_K_FULL (target): ran 9 of 10, "
-                          "write HEAD_V_FULL (target): ran 9 of 10"), std::string::npos) << errors[0];
+  EXPECT_NE(errors[0].find("verify HEAD_K_FULL (target): ran 18 of 20, write HEAD_K_FULL (target): ran 18 of 20 "), std::string::npos) << errors[0];
   EXPECT_NE(std::find(lines.begin(), lines.end(), errors[0]), lines.end());  // logged
 
   config.report_mode = kvcanary::ReportMode::Raise;

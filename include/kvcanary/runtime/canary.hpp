@@ -209,7 +209,7 @@ class Canary {
   using Counts = std::array<std::int64_t, Block::kSize>;
 
   struct WritePass {
-    WriteOptions<Memory> k, v;
+    std::vector<WriteTarget<Memory>> targets;  // K, V
   };
 
   struct Group {
@@ -367,20 +367,17 @@ class Canary {
                          {g.v, tag(KernelKind::SWEEP_V_FULL, KernelKind::SWEEP_V_SWA), real_v}};
       for (auto* pass : {&g.head_write, &g.tail_write}) {
         const auto& targets = pass == &g.head_write ? g.head_targets : g.tail_targets;
-        pass->k = WriteOptions<Memory>{targets[0].kernel_kind, real_k, config_.canary_algorithm};
-        pass->v = WriteOptions<Memory>{targets[1].kernel_kind, real_v, config_.canary_algorithm};
+        for (const auto& target : targets) pass->targets.push_back({target.buffer, target.kernel_kind, target.real_kv});
       }
       g.rows_ring = g.ring_for(Stage::Verify, g.head_targets[0].kernel_kind);
 
       // What each pass adds to the kernel run counters (the health check's expectation).
       const auto add_launches = [&](std::vector<int>& launches, const std::vector<VerifyTarget<Memory>>& targets,
                                     bool writes) {
-        // verify() counts one run per buffer, on the counters of the ring it is given (the K tag's)
-        for (std::size_t t = 0; t < targets.size(); ++t)
-          launches.push_back(Block::group_base(gi) + Block::kernel_runs(0, static_cast<int>(targets[0].kernel_kind)));
-        if (writes)
-          for (const auto& target : targets)  // one write() per buffer until the multi-buffer write()
-            launches.push_back(Block::group_base(gi) + Block::kernel_runs(1, static_cast<int>(target.kernel_kind)));
+        // verify() and write() count one run per buffer, on the counters of the ring they are given (the K tag's)
+        for (int stage = 0; stage < (writes ? 2 : 1); ++stage)
+          for (std::size_t t = 0; t < targets.size(); ++t)
+            launches.push_back(Block::group_base(gi) + Block::kernel_runs(stage, static_cast<int>(targets[0].kernel_kind)));
         for (const auto& target : targets) active_tags_ |= 1 << static_cast<int>(target.kernel_kind);
       };
       add_launches(forward_launches_, g.head_targets, true);
@@ -467,11 +464,10 @@ class Canary {
     return tokens;
   }
 
-  // K and V of one pass. Until the multi-buffer write() lands: one write() per buffer, each on its tag's
-  // counters (forward_launches_ expects both).
+  // K and V of one pass in one write(): the plan and the tokens read once, the chain walked once.
   void write_k_and_v(const Group& g, const StepTokens<Memory>& tokens, const WritePass& pass) {
-    write(space_, g.write_plan, tokens, g.k, g.ring_for(Stage::Write, pass.k.kernel_kind), pass.k);
-    write(space_, g.write_plan, tokens, g.v, g.ring_for(Stage::Write, pass.v.kernel_kind), pass.v);
+    write(space_, g.write_plan, tokens, pass.targets, g.ring_for(Stage::Write, pass.targets[0].kernel_kind),
+          WriteCallOptions{config_.canary_algorithm});
   }
 
   // ---- host checks of a pass's arguments (before anything is launched) ----
