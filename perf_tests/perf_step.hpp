@@ -10,6 +10,9 @@
 // leaves the K buffer equal to kvcanary::reference::write of the same step over the stamped records; a graph's
 // first replay reports no violation either.
 //
+//   step_pump/<workload>/<launch>   the same step followed by Canary::end_step() (the asynchronous report
+//                              pump); time per step with the pump, and pump_us_per_step = that minus the same
+//                              steps without end_step(), measured alternately in each iteration
 // Side by side: original_step_us, the original system's same step (plan + 2 x verify + 2 x write, µs, H200
 // graph replay, /work/shared/GPU-FLOORS.md "Re-measured side by side, 2026-12-04") where that table has the
 // write of the workload, and speedup_vs_original = original_step_us / us_per_call.
@@ -20,6 +23,7 @@
 
 #include <kvcanary/kvcanary.hpp>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -137,6 +141,57 @@ void bench_step(benchmark::State& state, const WorkloadShape& shape, Launch laun
 }
 
 template <class ExecutionSpace>
+void bench_step_pump(benchmark::State& state, const WorkloadShape& shape, Launch launch) {
+  run_checked(state, [&] {
+    constexpr int kSteps = 50;
+    const std::shared_ptr<VerifyCase> c = verify_case(shape);
+    Instance<ExecutionSpace> instance;
+    StepCall<ExecutionSpace> call(instance.space(), *c);
+    call.run();
+    expect_clean_step(call.canary->flush(), "eager step");
+    std::function<void()> step = [&] { call.run(); };
+#ifdef KOKKOS_ENABLE_CUDA
+    CudaGraph graph;  // one step per replay, as an engine replays its forward
+    if constexpr (std::is_same<ExecutionSpace, Kokkos::Cuda>::value) {
+      if (launch == Launch::Graph) {
+        graph.capture(instance.cuda_stream(), [&] { call.run(); });
+        step = [&] { graph.launch(instance.cuda_stream()); };
+      }
+    }
+#endif
+    (void)launch;
+    const auto space = instance.space();
+    double with_pump = 0, without = 0;
+    std::int64_t steps = 0;
+    for (auto _ : state) {
+      space.fence();
+      auto start = Clock::now();
+      for (int k = 0; k < kSteps; ++k) step();
+      space.fence();
+      const double bare = seconds_since(start);
+      start = Clock::now();
+      for (int k = 0; k < kSteps; ++k) {
+        step();
+        const kvcanary::RuntimeReport report = call.canary->end_step();
+        if (!report.violations.rows.empty() || !report.health_errors.empty()) throw CheckFailure("the pump reported a violation");
+      }
+      space.fence();
+      const double pumped = seconds_since(start);
+      state.SetIterationTime(pumped / kSteps);
+      with_pump += pumped;
+      without += bare;
+      steps += kSteps;
+    }
+    expect_clean_step(call.canary->flush(), "after the timed steps");
+    if (steps == 0) return;
+    state.counters["us_per_step"] = 1e6 * with_pump / static_cast<double>(steps);
+    state.counters["us_per_step_without_pump"] = 1e6 * without / static_cast<double>(steps);
+    state.counters["pump_us_per_step"] = 1e6 * (with_pump - without) / static_cast<double>(steps);
+    state.SetLabel(regime_name(c->workload.regime));
+  });
+}
+
+template <class ExecutionSpace>
 void register_step_benchmarks(const std::string& backend) {
   for (const WorkloadShape& shape : shapes_by_regime()) {
     if (shape.swa_window_size > 0) continue;  // the target group has no window (an SWA model runs both)
@@ -146,6 +201,9 @@ void register_step_benchmarks(const std::string& backend) {
       const Launch mode = launch.first;
       register_timed("step/" + shape.name + "/" + launch.second,
                      [shape, mode](benchmark::State& state) { bench_step<ExecutionSpace>(state, shape, mode); });
+      if (shape.name == "decode_bs1" || shape.name == "decode_bs64")
+        register_timed("step_pump/" + shape.name + "/" + launch.second,
+                       [shape, mode](benchmark::State& state) { bench_step_pump<ExecutionSpace>(state, shape, mode); });
     }
   }
 }
