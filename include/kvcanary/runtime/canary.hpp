@@ -592,6 +592,9 @@ class Canary {
                                     : 0;
       v.count += count;
       v.overflowed = v.overflowed || lost > 0;
+      if (lost > 0 && std::find(report.overflowed_groups.begin(), report.overflowed_groups.end(), g.kind) ==
+                          report.overflowed_groups.end())
+        report.overflowed_groups.push_back(g.kind);
       v.lost_to_overflow += lost;
       const std::int64_t newly_lost = std::max<std::int64_t>(0, lost - g.last_lost);
       v.newly_lost += newly_lost;

@@ -18,6 +18,7 @@ struct RuntimeReport {
   std::int64_t step = -1;            // the step whose snapshot was read (end_step count then); -1: none yet
   ViolationReport violations;        // every group's new rows; totals summed over the groups
   std::vector<GroupKind> row_groups;  // the group of each kept row of `violations`
+  std::vector<GroupKind> overflowed_groups;  // the groups whose ring held more violations than rows
   std::vector<std::string> warnings;  // capacity overflow (a disabled verify pass), bad batch rows, a full ring
   std::vector<std::string> health_errors;  // "canary not running"
   std::vector<std::string> info;      // the stats line, the SWA divergence line
