@@ -1,18 +1,24 @@
 #ifndef KVCANARY_SIM_DEVICE_PIPELINE_HPP
 #define KVCANARY_SIM_DEVICE_PIPELINE_HPP
 
-// The canary as an engine runs it, on an execution space, through kvcanary's public API only:
-// every buffer allocated once, the step's inputs refilled in place (fixed addresses), and per step
-// plan → head verify → write for each group, the "model" writing the KV bytes, the tail verify → write
-// of the target group (real-KV fingerprints), a periodic sweep of the prefix cache, and the ring read at
-// the step boundary. On CUDA the head and the tail are each captured once per batch-size bucket as a
-// graph and replayed (SPEC-CANARY §6).
+// The canary as an engine runs it: kvcanary::Canary (docs/runtime.md) over the engine model's tables,
+// every input buffer allocated once and refilled in place (fixed addresses), and per step
+// canary.before_forward() (every group's plan, head verify and write), the "model" writing the KV bytes,
+// canary.after_forward() (the target group's tail verify and re-stamp with real-KV fingerprints), a
+// periodic canary.sweep() of the prefix cache, and canary.end_step() + rearm() at the step boundary (the
+// simulator reads each step's rows synchronously, to attribute them to the step's faults). On CUDA
+// before_forward and after_forward are each captured once per batch-size bucket as a graph and replayed.
+// Two runtime faults of the options: a step whose head replay is skipped (the health check must say the
+// canary is not running) and a verify capacity too small for the batch (the runtime must warn).
 
 #include "engine.hpp"
 
 #include <kvcanary/kvcanary.hpp>
 
+#include <algorithm>
 #include <map>
+#include <memory>
+#include <string>
 #include <vector>
 #ifdef KOKKOS_ENABLE_CUDA
 #include <cuda_runtime.h>
@@ -82,7 +88,6 @@ class DevicePipeline {
     valid_lens_ = alloc("valid_lens", shape.max_batch);
     sweep_pool_indices_ = alloc("sweep_pool_indices", shape.max_cache_entries);
     sweep_prefix_lens_ = alloc("sweep_prefix_lens", shape.max_cache_entries);
-    sweep_extend_seq_lens_ = alloc("sweep_extend_seq_lens", shape.max_cache_entries);
     sweep_valid_lens_ = alloc("sweep_valid_lens", shape.max_cache_entries);
     lut_ = alloc("full_to_swa_index_mapping", shape.num_slots);
     req_to_token_ = Table(Kokkos::view_alloc(space_, "kvcanary::sim::req_to_token"), shape.rows, shape.cols);
@@ -90,57 +95,45 @@ class DevicePipeline {
     const std::int64_t row_bytes = shape.page_size * shape.bytes_per_token;
     kv_k_ = Bytes(Kokkos::view_alloc(space_, "kvcanary::sim::kv_k"), shape.num_pages, row_bytes);
     kv_v_ = Bytes(Kokkos::view_alloc(space_, "kvcanary::sim::kv_v"), shape.num_pages, row_bytes);
-    chain_assert_ = Kokkos::View<std::int32_t, Memory>(Kokkos::view_alloc(space_, "kvcanary::sim::chain_position_assert"));
-    Kokkos::deep_copy(space_, chain_assert_, 1);
-
-    RealKv<Memory> real_k, real_v;
-    real_k.mode = real_v.mode = options.real_kv;
-    real_k.sources = {RealKvSource<Memory>{kv_k_, shape.page_size, shape.bytes_per_token, shape.bytes_per_token}};
-    real_v.sources = {RealKvSource<Memory>{kv_v_, shape.page_size, shape.bytes_per_token, shape.bytes_per_token}};
-
     for (int g = 0; g < kGroups; ++g) {
-      const bool on = g == 0 || (g == 1 && shape.draft_group) || (g == 2 && shape.swa_window > 0);
-      if (!on) continue;
-      GroupState& s = groups_[g];
-      s.on = true;
-      s.verify = allocate_verify_plan(space_, shape.verify_capacity);
-      s.write = allocate_write_plan(space_, shape.max_batch);
-      s.status = allocate_plan_status(space_);
-      s.workspace = allocate_plan_workspace(space_, shape.max_batch);
-      s.k = allocate_canary_buffer(space_, shape.num_slots, "kvcanary::sim::k_canary");
-      s.v = allocate_canary_buffer(space_, shape.num_slots, "kvcanary::sim::v_canary");
-      s.ring = allocate_violation_ring(space_, options.ring_capacity);
-      s.input_ids = alloc("input_ids", shape.token_capacity);
-      s.positions = alloc("positions", shape.token_capacity);
-      s.out_cache_loc = alloc("out_cache_loc", shape.token_capacity);
-      s.expected_input_ids = alloc("expected_input_ids", shape.token_capacity);
-      s.expected_positions = alloc("expected_positions", shape.token_capacity);
-      s.tokens = StepTokens<Memory>{s.input_ids, s.positions, s.out_cache_loc, s.expected_input_ids, s.expected_positions,
-                                    chain_assert_};
-      const bool swa = g == 2;
-      const RealKv<Memory> none{};
-      const auto& rk = g == 0 ? real_k : none;
-      const auto& rv = g == 0 ? real_v : none;
-      s.head_targets = {{s.k, swa ? KernelKind::HEAD_K_SWA : KernelKind::HEAD_K_FULL, rk},
-                        {s.v, swa ? KernelKind::HEAD_V_SWA : KernelKind::HEAD_V_FULL, rv}};
-      s.head_write_k.kernel_kind = s.head_targets[0].kernel_kind;
-      s.head_write_v.kernel_kind = s.head_targets[1].kernel_kind;
-      s.head_write_k.real_kv = rk;
-      s.head_write_v.real_kv = rv;
-      if (g == 0) {
-        s.tail_targets = {{s.k, KernelKind::TAIL_K_FULL, rk}, {s.v, KernelKind::TAIL_V_FULL, rv}};
-        s.sweep_targets = {{s.k, KernelKind::SWEEP_K_FULL, rk}, {s.v, KernelKind::SWEEP_V_FULL, rv}};
-        s.tail_write_k = s.head_write_k;
-        s.tail_write_v = s.head_write_v;
-        s.tail_write_k.kernel_kind = KernelKind::TAIL_K_FULL;
-        s.tail_write_v.kernel_kind = KernelKind::TAIL_V_FULL;
-      }
+      GroupTokenViews& t = tokens_[g];
+      t.input_ids = alloc("input_ids", shape.token_capacity);
+      t.positions = alloc("positions", shape.token_capacity);
+      t.out_cache_loc = alloc("out_cache_loc", shape.token_capacity);
+      t.expected_input_ids = alloc("expected_input_ids", shape.token_capacity);
+      t.expected_positions = alloc("expected_positions", shape.token_capacity);
     }
-    sweep_verify_ = allocate_verify_plan(space_, shape.sweep_verify_capacity);
-    sweep_write_ = allocate_write_plan(space_, shape.max_cache_entries);
-    sweep_status_ = allocate_plan_status(space_);
-    sweep_workspace_ = allocate_plan_workspace(space_, shape.max_cache_entries);
-    space_.fence();
+
+    CanaryConfig config;
+    config.report_mode = ReportMode::None;  // the simulator attributes the rows itself
+    config.keep_never_written = true;       // and counts never-written rows as detections or false positives
+    config.ring_capacity = options.ring_capacity;
+    config.pump_rows_per_step = std::max<std::int64_t>(1, std::min<std::int64_t>(options.ring_capacity, 4096));
+    config.tail_pass = true;
+    config.real_kv_mode = options.real_kv;
+    config.write_input_assert = true;
+    config.verify_token_assert = true;
+    config.sweep_interval = options.sweep_every;
+    config.sweep_swa_group = false;  // the engine model's prefix cache keys the target group only
+    config.health_check_every_n_steps = options.health_check_every;
+    config.swa_group = shape.swa_window > 0;
+    config.swa_window = shape.swa_window;
+    config.draft_group = shape.draft_group;
+    config.dimensions.pool_slots = shape.num_slots;
+    config.dimensions.max_running_requests = shape.rows;
+    config.dimensions.max_context_len = shape.cols;
+    config.dimensions.cuda_graph_max_bs = shape.max_batch;
+    config.dimensions.max_cached_prefixes = shape.max_cache_entries;
+    config.capacities.verify_capacity = options.verify_capacity > 0 ? options.verify_capacity
+                                                                      : std::max(shape.verify_capacity, shape.sweep_verify_capacity);
+    config.capacities.write_req_capacity = shape.max_batch;
+    EngineTables<Memory> tables;
+    tables.req_to_token = req_to_token_;
+    tables.expected_tokens = EngineTable<Memory>(token_pool_);
+    if (config.swa_group) tables.full_to_swa_index_mapping = EngineVector<Memory>(lut_);
+    tables.target.real_kv_k = {RealKvSource<Memory>{kv_k_, shape.page_size, shape.bytes_per_token, shape.bytes_per_token}};
+    tables.target.real_kv_v = {RealKvSource<Memory>{kv_v_, shape.page_size, shape.bytes_per_token, shape.bytes_per_token}};
+    canary_ = std::make_unique<Canary<Space>>(space_, config, tables);
   }
 
   DevicePipeline(const DevicePipeline&) = delete;
@@ -167,42 +160,35 @@ class DevicePipeline {
     copy(extend_seq_lens_, data.extend_seq_lens.data(), bs);
     copy(valid_lens_, data.valid_lens.data(), bs);
     for (int g = 0; g < kGroups; ++g) {
-      if (!groups_[g].on) continue;
+      if (!group_on(g)) continue;
       const GroupTokens& t = data.tokens[g];
       const std::int64_t n = shape_.token_capacity;
-      copy(groups_[g].input_ids, t.input_ids.data(), n);
-      copy(groups_[g].positions, t.positions.data(), n);
-      copy(groups_[g].out_cache_loc, t.out_cache_loc.data(), n);
-      copy(groups_[g].expected_input_ids, t.expected_input_ids.data(), n);
-      copy(groups_[g].expected_positions, t.expected_positions.data(), n);
+      copy(tokens_[g].input_ids, t.input_ids.data(), n);
+      copy(tokens_[g].positions, t.positions.data(), n);
+      copy(tokens_[g].out_cache_loc, t.out_cache_loc.data(), n);
+      copy(tokens_[g].expected_input_ids, t.expected_input_ids.data(), n);
+      copy(tokens_[g].expected_positions, t.expected_positions.data(), n);
     }
     if (data.sweep) {
       const std::int64_t n = data.sweep_batch_size;
       copy(sweep_pool_indices_, data.sweep_pool_indices.data(), n);
       copy(sweep_prefix_lens_, data.sweep_prefix_lens.data(), n);
-      copy(sweep_extend_seq_lens_, data.sweep_extend_seq_lens.data(), n);
       copy(sweep_valid_lens_, data.sweep_valid_lens.data(), n);
     }
   }
 
-  // plan → verify (K and V) → write K → write V, for every group.
+  // Every group's plan, head verify of K and V and write of K and V. On the fault's step the replay is
+  // skipped (a graph that lost the canary's nodes), while end_step() still counts the forward.
   void head(const StepData& data) {
-    run_maybe_graphed(head_graphs_, data.batch_size, [&] {
-      for (int g = 0; g < kGroups; ++g) {
-        if (!groups_[g].on) continue;
-        GroupState& s = groups_[g];
-        plan(space_, inputs(static_cast<Group>(g), data.batch_size), s.verify, s.write, s.status, s.workspace);
-        verify(space_, s.verify, s.head_targets, s.ring);
-        write(space_, s.write, s.tokens, s.k, s.ring, s.head_write_k);
-        write(space_, s.write, s.tokens, s.v, s.ring, s.head_write_v);
-      }
-    });
+    if (options_.skip_canary_step >= 0 && data.step == options_.skip_canary_step) return;
+    const ForwardBatch<Memory> batch = forward_batch(data.batch_size);
+    run_maybe_graphed(head_graphs_, data.batch_size, [&] { canary_->before_forward(batch); });
   }
 
   // The "model": the step's KV bytes of the target group's tokens, then the faults' flipped bytes.
   void model_write(const StepData& data) {
-    const GroupState& s = groups_[0];
-    const Impl::ModelKvWrite<Memory> functor{s.input_ids, s.positions, s.out_cache_loc, kv_k_, kv_v_,
+    const GroupTokenViews& t = tokens_[0];
+    const Impl::ModelKvWrite<Memory> functor{t.input_ids, t.positions, t.out_cache_loc, kv_k_, kv_v_,
                                              shape_.page_size, shape_.bytes_per_token, shape_.num_slots};
     Kokkos::parallel_for("kvcanary::sim::model_kv_write",
                          Kokkos::RangePolicy<Space, Kokkos::IndexType<std::int64_t>>(space_, 0, shape_.token_capacity), functor);
@@ -215,93 +201,84 @@ class DevicePipeline {
 
   // The target group after the model: verify the prefixes against the real KV, re-stamp the step's tokens.
   void tail(const StepData& data) {
-    run_maybe_graphed(tail_graphs_, data.batch_size, [&] {
-      GroupState& s = groups_[0];
-      verify(space_, s.verify, s.tail_targets, s.ring);
-      write(space_, s.write, s.tokens, s.k, s.ring, s.tail_write_k);
-      write(space_, s.write, s.tokens, s.v, s.ring, s.tail_write_v);
-    });
+    if (options_.skip_canary_step >= 0 && data.step == options_.skip_canary_step) return;
+    const ForwardBatch<Memory> batch = forward_batch(data.batch_size);
+    run_maybe_graphed(tail_graphs_, data.batch_size, [&] { canary_->after_forward(batch); });
   }
 
-  // Verify only, over the prefix cache's entries (no write: extend 0).
+  // Verify only, over the prefix cache's entries.
   void sweep(const StepData& data) {
-    PlanInputs<Memory> in;
-    const std::int64_t n = data.sweep_batch_size;
-    in.req_pool_indices = unmanaged_vector<Memory>(sweep_pool_indices_.data(), n);
-    in.prefix_lens = unmanaged_vector<Memory>(sweep_prefix_lens_.data(), n);
-    in.extend_seq_lens = unmanaged_vector<Memory>(sweep_extend_seq_lens_.data(), n);
-    in.req_to_token = req_to_token_;
-    in.req_to_verify_expected_tokens = typename PlanInputs<Memory>::template Matrix<std::int32_t>(token_pool_);
-    in.req_to_verify_expected_tokens_valid_lens = unmanaged_vector<Memory>(sweep_valid_lens_.data(), n);
-    plan(space_, in, sweep_verify_, sweep_write_, sweep_status_, sweep_workspace_);
-    verify(space_, sweep_verify_, groups_[0].sweep_targets, groups_[0].ring);
+    const auto n = static_cast<std::size_t>(data.sweep_batch_size);
+    CachedPrefixes<Memory> cached;
+    cached.pool_rows = Kokkos::subview(sweep_pool_indices_, std::make_pair(std::size_t(0), n));
+    cached.lengths = Kokkos::subview(sweep_prefix_lens_, std::make_pair(std::size_t(0), n));
+    cached.expected_tokens_valid_lens = EngineVector<Memory>(Kokkos::subview(sweep_valid_lens_, std::make_pair(std::size_t(0), n)));
+    canary_->sweep(cached);
   }
 
   void fence() const { space_.fence(); }
 
-  // The step boundary: each group's new rows (all of them, never-written ones included), the ring
-  // emptied for the next step. Returns how many rings overflowed.
+  // The step boundary: end_step() (the pump, the health check, the warnings), then every group's rows of
+  // the step read synchronously and the rings emptied (rearm()). Returns how many rings overflowed.
   std::int64_t read(std::vector<GroupRow>& rows) {
-    std::int64_t overflows = 0;
-    for (int g = 0; g < kGroups; ++g) {
-      GroupState& s = groups_[g];
-      if (!s.on) continue;
-      std::int64_t count = 0;
-      Kokkos::deep_copy(space_, Kokkos::View<std::int64_t, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(&count),
-                        s.ring.count);
-      space_.fence();
-      if (count == 0) continue;
-      const ViolationReport report = s.reader.read(space_, s.ring);
-      if (report.overflowed) ++overflows;
-      for (const auto& row : report.rows) rows.push_back({static_cast<Group>(g), row});
-      Kokkos::deep_copy(space_, s.ring.count, std::int64_t(0));
-      space_.fence();
-      s.reader.restart();
+    const RuntimeReport pumped = canary_->end_step();
+    const RuntimeReport report = canary_->rearm();
+    for (const RuntimeReport* r : {&pumped, &report}) {
+      for (std::size_t i = 0; i < r->violations.rows.size(); ++i)
+        rows.push_back({sim_group(r->row_groups[i]), r->violations.rows[i]});
+      keep(r->warnings, warnings_, warning_count_);
+      keep(r->health_errors, health_errors_, health_error_count_);
     }
-    return overflows;
+    return static_cast<std::int64_t>(std::max(pumped.overflowed_groups.size(), report.overflowed_groups.size()));
   }
 
+  // What the runtime's own checks said over the run: counts, and the first kKeptLines lines of each.
+  static constexpr std::size_t kKeptLines = 8;
+  std::int64_t warning_count() const { return warning_count_; }
+  std::int64_t health_error_count() const { return health_error_count_; }
+  const std::vector<std::string>& warnings() const { return warnings_; }
+  const std::vector<std::string>& health_errors() const { return health_errors_; }
+
  private:
-  struct GroupState {
-    bool on = false;
-    VerifyPlan<Memory> verify;
-    WritePlan<Memory> write;
-    PlanStatus<Memory> status;
-    PlanWorkspace<Memory> workspace;
-    CanaryBuffer<Memory> k, v;
-    ViolationRing<Memory> ring;
+  struct GroupTokenViews {
     Vector<std::int64_t> input_ids, positions, out_cache_loc, expected_input_ids, expected_positions;
-    StepTokens<Memory> tokens;
-    std::vector<VerifyTarget<Memory>> head_targets, tail_targets, sweep_targets;
-    WriteOptions<Memory> head_write_k, head_write_v, tail_write_k, tail_write_v;
-    ViolationReader reader{ReportOptions{ReportMode::None, /*keep_never_written=*/true, {}}};
   };
 
-  template <class T>
-  void copy(const Kokkos::View<T*, Memory>& device, const T* host, std::int64_t n) {
+  static void keep(const std::vector<std::string>& lines, std::vector<std::string>& kept, std::int64_t& count) {
+    count += static_cast<std::int64_t>(lines.size());
+    for (const auto& line : lines)
+      if (kept.size() < kKeptLines) kept.push_back(line);
+  }
+
+  bool group_on(int g) const { return g == 0 || (g == 1 && shape_.draft_group) || (g == 2 && shape_.swa_window > 0); }
+
+  static Group sim_group(GroupKind kind) {
+    return kind == GroupKind::Target ? Group::Target : kind == GroupKind::Swa ? Group::Swa : Group::Draft;
+  }
+
+  template <class Device, class T>
+  void copy(const Device& device, const T* host, std::int64_t n) {
     Kokkos::deep_copy(space_, Kokkos::subview(device, std::make_pair(std::int64_t(0), n)),
                       Kokkos::View<const T*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(host, static_cast<std::size_t>(n)));
   }
-  template <class Device, class T>
-  void copy(const Device& device, const T* host, std::int64_t n) {
-    Kokkos::deep_copy(space_, device,
-                      Kokkos::View<const T*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(host, static_cast<std::size_t>(n)));
-  }
 
-  PlanInputs<Memory> inputs(Group group, std::int64_t bs) const {
-    PlanInputs<Memory> in;
-    in.req_pool_indices = unmanaged_vector<Memory>(req_pool_indices_.data(), bs);
-    in.prefix_lens = unmanaged_vector<Memory>(prefix_lens_.data(), bs);
-    in.extend_seq_lens = unmanaged_vector<Memory>(extend_seq_lens_.data(), bs);
-    in.req_to_token = req_to_token_;
-    in.req_to_verify_expected_tokens = typename PlanInputs<Memory>::template Matrix<std::int32_t>(token_pool_);
-    in.req_to_verify_expected_tokens_valid_lens = unmanaged_vector<Memory>(valid_lens_.data(), bs);
-    if (group == Group::Draft) in.kv_token_id_vs_position_offset = 1;
-    if (group == Group::Swa) {
-      in.swa_window_size = shape_.swa_window;
-      in.full_to_swa_index_mapping = unmanaged_vector<Memory>(lut_.data(), shape_.num_slots);
-    }
-    return in;
+  // The batch of a bucket: the first bs rows of the fixed buffers, every group's full token arrays.
+  ForwardBatch<Memory> forward_batch(std::int64_t bs) const {
+    const auto rows = std::make_pair(std::int64_t(0), bs);
+    ForwardBatch<Memory> batch;
+    batch.req_pool_indices = Kokkos::subview(req_pool_indices_, rows);
+    batch.prefix_lens = Kokkos::subview(prefix_lens_, rows);
+    batch.extend_seq_lens = Kokkos::subview(extend_seq_lens_, rows);
+    batch.expected_tokens_valid_lens = EngineVector<Memory>(Kokkos::subview(valid_lens_, rows));
+    const auto tokens = [&](int g) {
+      const GroupTokenViews& t = tokens_[g];
+      return ForwardTokens<Memory>{t.input_ids, t.positions, t.out_cache_loc, EngineVector<Memory>(t.expected_input_ids),
+                                   EngineVector<Memory>(t.expected_positions)};
+    };
+    batch.tokens = tokens(0);
+    if (shape_.draft_group) batch.draft_tokens = tokens(1);
+    if (shape_.swa_window > 0) batch.swa_tokens = tokens(2);
+    return batch;
   }
 
 #ifdef KOKKOS_ENABLE_CUDA
@@ -347,15 +324,13 @@ class DevicePipeline {
   EngineShape shape_;
   SimulationOptions options_;
   Vector<std::int64_t> req_pool_indices_, prefix_lens_, extend_seq_lens_, valid_lens_, lut_;
-  Vector<std::int64_t> sweep_pool_indices_, sweep_prefix_lens_, sweep_extend_seq_lens_, sweep_valid_lens_;
+  Vector<std::int64_t> sweep_pool_indices_, sweep_prefix_lens_, sweep_valid_lens_;
   Table req_to_token_, token_pool_;
   Bytes kv_k_, kv_v_;
-  Kokkos::View<std::int32_t, Memory> chain_assert_;
-  GroupState groups_[kGroups];
-  VerifyPlan<Memory> sweep_verify_;
-  WritePlan<Memory> sweep_write_;
-  PlanStatus<Memory> sweep_status_;
-  PlanWorkspace<Memory> sweep_workspace_;
+  GroupTokenViews tokens_[kGroups];
+  std::unique_ptr<Canary<Space>> canary_;
+  std::vector<std::string> warnings_, health_errors_;
+  std::int64_t warning_count_ = 0, health_error_count_ = 0;
   Graphs head_graphs_, tail_graphs_;
 };
 

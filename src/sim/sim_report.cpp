@@ -143,6 +143,9 @@ std::string format_table(const SimulationReport& r) {
     }
   }
   if (r.reference_mismatches >= 0) out << "steps whose rings differ from the host reference: " << r.reference_mismatches << "\n";
+  out << "runtime checks: " << r.runtime_warnings << " warnings, " << r.health_errors << " canary-not-running errors\n";
+  for (const auto& l : r.runtime_warning_lines) out << "  " << l << "\n";
+  for (const auto& l : r.health_error_lines) out << "  " << l << "\n";
   out << (r.ok() ? "OK: every detectable fault detected, no false positive\n"
                  : "FAIL: " + std::to_string(r.missed()) + " missed, " + std::to_string(r.false_positives) +
                        " false positives\n");
@@ -195,7 +198,15 @@ std::string format_json(const SimulationReport& r) {
         << ", \"step_us\": " << fixed(b.all.step_us, 3) << ",\n   \"decode_only\": " << json_times(b.decode_only)
         << ", \"with_prefill\": " << json_times(b.with_prefill) << "}";
   }
-  out << "], \"reference_mismatches\": " << r.reference_mismatches << ", \"missed\": " << r.missed()
+  out << "], \"reference_mismatches\": " << r.reference_mismatches << ",\n \"runtime_warnings\": " << r.runtime_warnings
+      << ", \"health_errors\": " << r.health_errors << ", \"runtime_lines\": [";
+  bool first_line = true;
+  for (const auto* lines : {&r.runtime_warning_lines, &r.health_error_lines})
+    for (const auto& l : *lines) {
+      out << (first_line ? "" : ", ") << json_string(l);
+      first_line = false;
+    }
+  out << "], \"missed\": " << r.missed()
       << ", \"ok\": " << (r.ok() ? "true" : "false") << "}\n";
   return out.str();
 }

@@ -70,6 +70,12 @@ struct SimulationOptions {
   // output_tokens, the steady state is max_batch decoding requests (the overhead runs of
   // scripts/measure-sim-overhead.sh).
   bool full_batch = false;
+  // The runtime's own checks (kvcanary::Canary, docs/runtime.md): the health check's period, and two faults
+  // of the canary itself: the step whose head and tail replays are skipped (a graph that lost the canary's
+  // nodes; -1: none), and a verify capacity too small for the batches (0: the derived one).
+  std::int64_t health_check_every = 50;
+  std::int64_t skip_canary_step = -1;
+  std::int64_t verify_capacity = 0;
 };
 
 // One injected fault and what became of it (the ground truth).
@@ -131,6 +137,10 @@ struct SimulationReport {
   double canary_us_per_step = 0, step_us_per_step = 0, steps_per_second = 0;
   std::vector<BatchTiming> by_batch_size;
   std::int64_t reference_mismatches = -1;  // with a reference shadow: steps whose rings differed
+  // What the runtime's own checks said: capacity-overflow (and other) warnings and "canary not running"
+  // errors, counted, with the first few lines.
+  std::int64_t runtime_warnings = 0, health_errors = 0;
+  std::vector<std::string> runtime_warning_lines, health_error_lines;
 
   std::int64_t missed() const;
   bool ok() const { return missed() == 0 && false_positives == 0; }

@@ -125,6 +125,11 @@ SimulationReport simulate(const Space& space, const SimulationOptions& options, 
   report.steps_per_second = total_us > 0 ? static_cast<double>(options.steps) * 1e6 / total_us : 0;
   report.by_batch_size = batch_timings(samples);
   if (reference) report.reference_mismatches = mismatches;
+  // The runtime's own checks: counts, and the first few lines.
+  report.runtime_warnings = device.warning_count();
+  report.health_errors = device.health_error_count();
+  report.runtime_warning_lines = device.warnings();
+  report.health_error_lines = device.health_errors();
   return report;
 }
 

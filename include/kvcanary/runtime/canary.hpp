@@ -109,7 +109,7 @@ class Canary {
     check_cached(cached);
     Kokkos::Profiling::pushRegion("kvcanary::Canary::sweep");
     for (Group& g : groups_) {
-      if (!g.on || g.kind == GroupKind::Draft) continue;
+      if (!swept(g)) continue;
       plan(space_, sweep_inputs(g, cached), g.sweep_plan, g.sweep_write_plan, g.sweep_status, g.sweep_workspace,
            config_.plan_options);
       verify(space_, g.sweep_plan, g.sweep_targets, g.ring_for(Stage::Verify, g.sweep_targets[0].kernel_kind),
@@ -280,6 +280,11 @@ class Canary {
     }
   }
 
+  // The groups sweep() verifies: the target's, and the SWA group's unless config.sweep_swa_group is off.
+  bool swept(const Group& g) const {
+    return g.on && (g.kind == GroupKind::Target || (g.kind == GroupKind::Swa && config_.sweep_swa_group));
+  }
+
   bool enabled(GroupKind kind) const {
     return kind == GroupKind::Target || (kind == GroupKind::Swa && config_.swa_group) ||
            (kind == GroupKind::Draft && config_.draft_group);
@@ -382,12 +387,12 @@ class Canary {
       };
       add_launches(forward_launches_, g.head_targets, true);
       if (g.tail) add_launches(forward_launches_, g.tail_targets, true);
-      if (kind != GroupKind::Draft) add_launches(sweep_launches_, g.sweep_targets, false);
+      if (swept(g)) add_launches(sweep_launches_, g.sweep_targets, false);
     }
     // Sweep tags count as active only when sweeps are configured.
     if (config_.sweep_interval == 0)
       for (const Group& g : groups_)
-        if (g.on && g.kind != GroupKind::Draft)
+        if (swept(g))
           for (const auto& target : g.sweep_targets) active_tags_ &= ~(1 << static_cast<int>(target.kernel_kind));
     space_.fence();  // the zeroed buffers and flags before the first pass (construction only)
   }
@@ -513,7 +518,7 @@ class Canary {
     if (static_cast<std::int64_t>(cached.lengths.extent(0)) != n)
       Impl::throw_invalid_in(kWhere, "pool_rows has ", n, " entries, lengths ", cached.lengths.extent(0));
     for (const Group& g : groups_)
-      if (g.on && g.kind != GroupKind::Draft)
+      if (swept(g))
         validate(sweep_inputs(g, cached), g.sweep_plan, g.sweep_write_plan, g.sweep_status, g.sweep_workspace);
   }
 

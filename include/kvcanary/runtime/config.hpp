@@ -63,6 +63,7 @@ struct CanaryConfig {
 
   // ---- passes ----
   std::int64_t sweep_interval = 0;            // > 0: sweep() is expected every that many steps (0: never)
+  bool sweep_swa_group = true;                // sweep() verifies the SWA group too (the original does)
   RealKvMode real_kv_mode = RealKvMode::None; // fingerprints of the real KV bytes (needs tail_pass)
   bool tail_pass = false;                     // after_forward(): verify + re-stamp the groups with real-KV sources
   bool write_input_assert = false;            // batches carry expected_input_ids / expected_positions
