@@ -3,6 +3,7 @@
 #include "backends.hpp"
 #include "cli_error.hpp"
 
+#include <charconv>
 #include <vector>
 
 namespace kvcanary {
@@ -30,19 +31,6 @@ std::string subcommand_list() {
   std::string list;
   for (const Subcommand& s : kSubcommands) list += std::string(list.empty() ? "" : ", ") + s.name;
   return list;
-}
-
-int parse_iterations(const std::string& text) {
-  std::size_t used = 0;
-  long value = 0;
-  try {
-    value = std::stol(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != text.size() || text.empty() || value < 1 || value > 100000)
-    throw UsageError("--iterations expects an integer in [1, 100000], got '" + text + "'");
-  return static_cast<int>(value);
 }
 
 }  // namespace
@@ -121,6 +109,17 @@ Exit status: 0 success (check: library and reference agree); 1 check or demo fou
 )";
 }
 
+std::int64_t integer_option(const std::string& option, const std::string& text, std::int64_t lo, std::int64_t hi) {
+  std::int64_t value = 0;
+  const char* end = text.data() + text.size();
+  // from_chars takes no leading space and no '+'; the whole text must be the number.
+  const auto [stop, error] = std::from_chars(text.data(), end, value);
+  if (text.empty() || error != std::errc() || stop != end || value < lo || value > hi)
+    throw UsageError(option + " needs a whole number in [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                     "], got '" + text + "'");
+  return value;
+}
+
 std::string option_name(const std::string& arg) { return arg.substr(0, arg.find('=')); }
 
 std::string option_value(const std::vector<std::string>& args, std::size_t& i) {
@@ -183,7 +182,7 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
         throw UsageError("--canary-algorithm is an option of step and check (" + command + " takes --algorithm)");
       cl.canary_algorithm = value;
     } else {
-      cl.iterations = parse_iterations(value);
+      cl.iterations = static_cast<int>(integer_option(name, value, 1, 100000));
       seen_iterations = true;
     }
   }

@@ -19,6 +19,8 @@
                                                           (TEXT "exit 0") or 2 with one stderr line containing
                                                           TEXT; CASE is a file or a name of LARGE_CASES, written
                                                           at test time (too big to commit)
+  cli_driver.py work    TOOL CASE TEXT COMMAND...         each `COMMAND CASE` exits 0 (TEXT "exit 0") or 2 with one
+                                                          stderr line containing TEXT; CASE a name of WORK_CASES
   cli_driver.py starved TOOL MIB CASE COMMAND             `COMMAND CASE` in MIB MiB of address space exits 2 with
                                                           one stderr line saying "out of memory" (never aborts)
 """
@@ -225,6 +227,10 @@ LARGE_CASES = {
     "every_limit_at_once": lambda: (
         '{"req_pool_indices": [1], "prefix_lens": [8300000], "extend_seq_lens": [1], "verify_capacity": %d, '
         '"write_req_capacity": %d, "req_to_token": [%s, %s]}' % (2 ** 23, 2 ** 22, zeros(8300000), zeros(8300000))),
+    # the costliest document to read (issue 19 item 7): 32 MiB of 31-deep {"": {"": ...}} chains, about
+    # 35 bytes of heap for each byte of text (docs/cli-limits.md states 1.1 GiB)
+    "nested_objects_at_input_limit": lambda: "[" + ",".join(
+        ['{"":' * 30 + "{}" + "}" * 30] * ((32 << 20) // 153)) + "]",
 }
 
 
@@ -264,6 +270,44 @@ LARGE_CASES.update({
            json.dumps(list(range(65536))), 2 ** 23, 2 ** 22, canary_buffer_text(2 ** 21), 2 ** 20,
            json.dumps(list(range(128))), json.dumps([65536] * 128), json.dumps(list(range(128))))),
 })
+
+
+def overlapping_write(requests, tokens):
+    """issue 19 item 1: write_offsets [0, N, 0, N, ...], every other request walks the same N tokens again."""
+    offsets = [0 if r % 2 == 0 else tokens for r in range(requests + 1)]
+    return compact({"canary_buffer": [[0, 0, 0, 0]] * 8, "input_ids": [1] * tokens, "positions": [0] * tokens,
+                    "out_cache_loc": [1 + i % 7 for i in range(tokens)],
+                    "write_plan": {"write_offsets": offsets, "write_seed_slot_indices": [-1] * requests,
+                                   "write_num_valid_reqs": requests}})
+
+
+def folding_verify(entries, bytes_per_token):
+    """issue 19 item 1: every verify entry folds one large real-KV token (slot 1 again and again)."""
+    return '{"canary_buffer": [[0,0,0,0],[0,0,0,0]], "verify_plan": %s, "real_kv": {"mode": "all", "sources": ' \
+           '[{"page_size": 2, "bytes_per_token": %d, "read_bytes": %d, "rows": [%s]}]}}' % (
+               verify_plan_text(entries, 1, 0), bytes_per_token, bytes_per_token, zeros(2 * bytes_per_token))
+
+
+# The work bound (docs/cli-limits.md): small cases whose work is multiplied, just past and at the limits.
+WORK_CASES = {
+    "overlapping_write_past_limit": lambda: overlapping_write(3800, 9000),  # 1900 x 9000 > 2^24 tokens walked
+    "overlapping_write_at_limit": lambda: overlapping_write(3728, 9000),    # 1864 x 9000 <= 2^24
+    "folding_verify_past_limit": lambda: folding_verify(2 ** 14 + 1, 2 ** 16),  # > 2^30 bytes folded
+}
+
+
+def mode_work(tool, case, text, commands):
+    with tempfile.TemporaryDirectory() as directory:
+        path = os.path.join(directory, case + ".json")
+        with open(path, "w") as f:
+            f.write(WORK_CASES[case]())
+        for command in commands:
+            rc, out, err = call(tool, [command, path])
+            if text == "exit 0":
+                if rc != 0 or err:
+                    raise Failure("%s: expected exit 0 and an empty stderr\n%s" % (command, show(rc, out[:200], err)))
+            else:
+                expect_one_error_line(command + " " + case, rc, out, err, text)
 
 
 def run_limited(tool, command, case, address_mib, keep_stdout):
@@ -320,6 +364,8 @@ def main(argv):
             expect_one_error_line(" ".join(argv[4:]), rc, out, err, argv[3])
         elif mode == "bounded":
             mode_bounded(tool, argv[3], argv[4], argv[5], argv[6])
+        elif mode == "work":
+            mode_work(tool, argv[3], argv[4], argv[5:])
         elif mode == "starved":
             mode_starved(tool, argv[3], argv[4], argv[5])
         elif mode == "prints":
