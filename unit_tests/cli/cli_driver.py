@@ -21,6 +21,9 @@
                                                           at test time (too big to commit)
   cli_driver.py work    TOOL CASE TEXT COMMAND...         each `COMMAND CASE` exits 0 (TEXT "exit 0") or 2 with one
                                                           stderr line containing TEXT; CASE a name of WORK_CASES
+  cli_driver.py wait_policy TOOL USER EXPECTED ARGS...    with OMP_WAIT_POLICY=USER ("unset": without it), the
+                                                          running `TOOL ARGS` has OMP_WAIT_POLICY=EXPECTED in the
+                                                          environment its OpenMP runtime started with
   cli_driver.py starved TOOL MIB CASE COMMAND             `COMMAND CASE` in MIB MiB of address space exits 2 with
                                                           one stderr line saying "out of memory" (never aborts)
 """
@@ -310,6 +313,34 @@ def mode_work(tool, case, text, commands):
                 expect_one_error_line(command + " " + case, rc, out, err, text)
 
 
+def mode_wait_policy(tool, user, expected, args):
+    """The tool re-executes itself with OMP_WAIT_POLICY=passive unless the user set one (issue 19 item 8): the
+    environment of the running image (/proc/PID/environ, the same pid after execv) must hold `expected`."""
+    import time
+    env = dict(os.environ)
+    env.pop("OMP_WAIT_POLICY", None)
+    if user != "unset":
+        env["OMP_WAIT_POLICY"] = user
+    want = ("OMP_WAIT_POLICY=" + expected).encode()
+    p = subprocess.Popen([tool] + args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    seen = []
+    try:
+        deadline = time.time() + 20
+        while time.time() < deadline and p.poll() is None:
+            try:
+                with open("/proc/%d/environ" % p.pid, "rb") as f:
+                    seen = [v for v in f.read().split(b"\0") if v.startswith(b"OMP_WAIT_POLICY=")]
+            except OSError:
+                pass
+            if want in seen:
+                return
+            time.sleep(0.02)
+    finally:
+        p.kill()
+        p.wait()
+    raise Failure("the running tool's environment holds %r, expected %r" % (seen, want))
+
+
 def run_limited(tool, command, case, address_mib, keep_stdout):
     """`tool command CASE` under an address-space limit (so that a regression fails fast instead of exhausting
     the machine); returns its exit status, stdout (when kept), stderr and peak resident memory in MiB."""
@@ -366,6 +397,8 @@ def main(argv):
             mode_bounded(tool, argv[3], argv[4], argv[5], argv[6])
         elif mode == "work":
             mode_work(tool, argv[3], argv[4], argv[5:])
+        elif mode == "wait_policy":
+            mode_wait_policy(tool, argv[3], argv[4], argv[5:])
         elif mode == "starved":
             mode_starved(tool, argv[3], argv[4], argv[5])
         elif mode == "prints":
