@@ -7,8 +7,10 @@
 #include "command_line.hpp"
 #include "kokkos_session.hpp"
 
+#include <sim/memory_bound.hpp>
 #include <sim/simulate.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -68,6 +70,14 @@ int simulate_command(const std::vector<std::string>& args, std::ostream& out) {
       }
     }
   }
+  // The memory bound (docs/cli-limits.md), from the options alone, before anything is allocated.
+  const std::int64_t bound = sim::peak_memory_bound(options);
+  if (bound > sim::kMaxSimulationBytes)
+    throw UsageError("simulate: these options need up to " + std::to_string(bound >> 20) +
+                     " MiB (max batch " + std::to_string(options.max_batch) + ", " +
+                     std::to_string(options.max_prompt + std::max(options.max_output, options.output_tokens)) +
+                     " tokens a request), above simulate's memory bound of " +
+                     std::to_string(sim::kMaxSimulationBytes >> 20) + " MiB: lower --max-batch or --output-tokens");
   Kokkos::ScopeGuard kokkos(kokkos_arguments());
   const sim::SimulationReport report = sim::simulate(options, backend.value_or("default"));
   out << (json ? sim::format_json(report) : sim::format_table(report));

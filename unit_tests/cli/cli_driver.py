@@ -24,6 +24,8 @@
   cli_driver.py wait_policy TOOL USER EXPECTED ARGS...    with OMP_WAIT_POLICY=USER ("unset": without it), the
                                                           running `TOOL ARGS` has OMP_WAIT_POLICY=EXPECTED in the
                                                           environment its OpenMP runtime started with
+  cli_driver.py running TOOL MIB SECONDS ARGS...          `TOOL ARGS` in MIB + 1024 MiB of address space still runs
+                                                          after SECONDS (or has exited 0), peaking under MIB MiB
   cli_driver.py starved TOOL MIB CASE COMMAND             `COMMAND CASE` in MIB MiB of address space exits 2 with
                                                           one stderr line saying "out of memory" (never aborts)
 """
@@ -374,6 +376,27 @@ def mode_bounded(tool, mib, case, text, command):
     print("peak resident memory %.0f MiB (bound %s MiB)" % (peak_mib, mib))
 
 
+def mode_running(tool, mib, seconds, args):
+    """A long run (simulate --steps 10^8) whose memory must not grow with the steps (issue 19 item 2)."""
+    limit = (int(mib) + 1024) << 20
+
+    def limit_memory():
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    p = subprocess.Popen([tool] + args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=limit_memory)
+    try:
+        _, err = p.communicate(timeout=float(seconds))
+        if p.returncode != 0:
+            raise Failure("expected it to run on\n" + show(p.returncode, "(not kept)", err.decode("utf-8", "replace")))
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.communicate()
+    peak_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0
+    if peak_mib > int(mib):
+        raise Failure("peak resident memory %.0f MiB, above the %s MiB bound" % (peak_mib, mib))
+    print("peak resident memory %.0f MiB (bound %s MiB)" % (peak_mib, mib))
+
+
 def mode_starved(tool, address_mib, case, command):
     rc, out, err, _ = run_limited(tool, command, case, address_mib, True)
     expect_one_error_line("%s %s in %s MiB" % (command, case, address_mib), rc, out, err, "out of memory")
@@ -399,6 +422,8 @@ def main(argv):
             mode_work(tool, argv[3], argv[4], argv[5:])
         elif mode == "wait_policy":
             mode_wait_policy(tool, argv[3], argv[4], argv[5:])
+        elif mode == "running":
+            mode_running(tool, argv[3], argv[4], argv[5:])
         elif mode == "starved":
             mode_starved(tool, argv[3], argv[4], argv[5])
         elif mode == "prints":
