@@ -102,7 +102,9 @@ Keys starting with '_' are ignored; any other unknown key is an error.
 Limits (docs/cli-limits.md; they keep memory under 1.5 GiB): a case file of at most 32 MiB;
 write_req_capacity <= 2^22; plan verify arrays are allocated with min(verify_capacity, prefix
 tokens of the batch) entries, which must be <= 2^23; plan prints at most 2^26 array entries;
-canary_buffer <= 2^21 slots; ring_capacity <= 2^20; token arrays <= 2^22 entries.
+canary_buffer <= 2^21 slots; ring_capacity <= 2^20; token arrays <= 2^22 entries. Work: the write
+stage walks at most 2^24 tokens (overlapping write_offsets count again); at most 2^30 real-KV bytes
+are folded. simulate: options whose memory bound is above 1.5 GiB are refused.
 
 Exit status: 0 success (check: library and reference agree); 1 check or demo found a disagreement;
 2 rejected input or command line (one line on stderr); 3 internal error.
