@@ -50,7 +50,8 @@ Usage:
                                                              time a built-in synthetic batch's plan
   kvcanary simulate [--steps N] [--seed N] [--faults CLASS,...|all|none] [--backend B] [--page-size N]
                     [--swa W] [--spec-decode] [--max-batch N] [--full-batch] [--output-tokens N]
-                    [--real-kv none|partial|all] [--json]
+                    [--real-kv none|partial|all] [--skip-canary-step N] [--verify-capacity N]
+                    [--health-check-every N] [--json]
                                                              the engine simulator with fault injection
                                                              (docs/simulator.md; default: every fault class);
                                                              exit 1 when a detectable fault was missed or a
@@ -69,6 +70,11 @@ Options:
   --full-batch    simulate: keep the batch full (max-batch requests every step, a finished one replaced
                   at once); the report times decode-only steps apart from steps with a prefill chunk
   --output-tokens N  simulate: every request's output is N tokens (default: drawn, median 24, <= 128)
+  --skip-canary-step N   simulate: a fault of the canary itself: step N's canary replays are skipped
+                  (the runtime's health check must report the canary not running)
+  --verify-capacity N    simulate: the runtime's verify capacity (default: derived); too small, the
+                  batches overflow it and the runtime must warn
+  --health-check-every N simulate: the runtime's health check period in steps (default 50, 0: off)
   FILE "-" reads standard input.
 
 Plan case (plan; SPEC section 2 inputs):

@@ -51,7 +51,8 @@ int simulate_command(const std::vector<std::string>& args, std::ostream& out) {
     const std::string name = option_name(arg);
     const bool known = name == "--steps" || name == "--seed" || name == "--faults" || name == "--backend" ||
                        name == "--page-size" || name == "--swa" || name == "--max-batch" || name == "--real-kv" ||
-                       name == "--output-tokens";
+                       name == "--output-tokens" || name == "--skip-canary-step" || name == "--verify-capacity" ||
+                       name == "--health-check-every";
     if (!known) throw UsageError("simulate: unknown option '" + arg + "'");
     const std::string value = option_value(args, i);
     if (name == "--steps") options.steps = integer_option(name, value, 1, 100000000);
@@ -61,6 +62,9 @@ int simulate_command(const std::vector<std::string>& args, std::ostream& out) {
     if (name == "--max-batch") options.max_batch = integer_option(name, value, 1, 4096);
     if (name == "--output-tokens") options.output_tokens = integer_option(name, value, 1, 1 << 16);
     if (name == "--real-kv") options.real_kv = real_kv_mode(value);
+    if (name == "--skip-canary-step") options.skip_canary_step = integer_option(name, value, 0, 100000000);
+    if (name == "--verify-capacity") options.verify_capacity = integer_option(name, value, 1, std::int64_t{1} << 32);
+    if (name == "--health-check-every") options.health_check_every = integer_option(name, value, 0, 100000000);
     if (name == "--backend") backend = checked_backend(value);
     if (name == "--faults") {
       try {

@@ -3,6 +3,8 @@
 #include "engine.hpp"
 #include "step_timer.hpp"
 
+#include <algorithm>
+
 namespace kvcanary {
 namespace sim {
 
@@ -22,11 +24,14 @@ std::int64_t peak_memory_bound(const SimulationOptions& o) {
   bytes += s.max_batch * s.cols * 4 * 2;              // the running requests' tokens (vector growth: x2)
   bytes += s.num_slots * (3 * 8 + 2 * s.bytes_per_token);  // LUT (engine, its truth, View), K and V bytes
   bytes += s.num_pages * 24;                          // page references, quarantine, free stack
-  // Per group: the verify plan (4 int64 arrays), K and V canary records (32 bytes), the ring, the token
-  // arrays (5 int64), the write plan and workspace.
-  bytes += groups * (s.verify_capacity * 32 + s.num_slots * 64 + o.ring_capacity * 64 + s.token_capacity * 40 +
-                     s.max_batch * 96);
-  bytes += s.sweep_verify_capacity * 32 + s.max_cache_entries * 96;
+  // Per group of the runtime (kvcanary::Canary): the verify plan (4 int64 arrays, shared by the head and the
+  // sweep, sized for the larger), K and V canary records (32 bytes), the ring and its host mirror, the token
+  // arrays (5 int64), the write plans and workspaces of the head and the sweep.
+  const std::int64_t verify_capacity =
+      o.verify_capacity > 0 ? o.verify_capacity : std::max(s.verify_capacity, s.sweep_verify_capacity);
+  bytes += groups * (verify_capacity * 32 + s.num_slots * 64 + o.ring_capacity * 128 + s.token_capacity * 40 +
+                     (s.max_batch + s.max_cache_entries) * 96);
+  bytes += s.max_cache_entries * 24 + 4096;  // the sweep's inputs and extend zeros, the counter blocks
   bytes += kGroups * 5 * s.token_capacity * 8 + s.max_batch * 64;  // StepData
   bytes += s.rows * 64;                                            // dirty rows (a std::set)
   bytes += static_cast<std::int64_t>(o.faults.size()) * faults_per_class(o) * kFaultBytes;
