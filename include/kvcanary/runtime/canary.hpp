@@ -647,39 +647,31 @@ class Canary {
   }
 
   void check_plan_flags(Group& g, const Snapshot& snap, RuntimeReport& report) {
-    const char* name = group_kind_name(g.kind);
     if (snap.forwards > 0) {
       verify_total_[g.index] += host_int32(g.index, Block::kHeadNumValid);
-      if (host_int32(g.index, Block::kHeadEnable) == 0) {
-        ++g.head_disabled;
-        report.warnings.push_back(message("kv_canary warning: the head verify of the ", name,
-                                          " group was disabled by capacity overflow at step ", snap.step,
-                                          ": the batch's prefixes need more than verify_capacity ",
-                                          capacities_.verify_capacity, " entries (", g.head_disabled,
-                                          " steps disabled so far); raise Capacities::verify_capacity"));
-      }
-      const std::int32_t bits = host_int32(g.index, Block::kHeadInputErrors);
-      if (bits != 0)
-        report.warnings.push_back(message("kv_canary warning: the ", name, " group's batch at step ", snap.step,
-                                          " has bad rows: input_error_bits=", bits, " first_bad_row=",
-                                          host_int32(g.index, Block::kHeadFirstBadRow)));
+      check_pass(g, snap, report, "head verify", "the batch's prefixes", Block::kHeadEnable, g.head_disabled);
     }
     if (snap.sweeps > last_sweeps_seen_[g.index]) {
-      if (host_int32(g.index, Block::kSweepEnable) == 0) {
-        ++g.sweep_disabled;
-        report.warnings.push_back(message("kv_canary warning: the sweep of the ", name,
-                                          " group was disabled by capacity overflow at step ", snap.step,
-                                          ": the cached prefixes need more than verify_capacity ",
-                                          capacities_.verify_capacity, " entries (", g.sweep_disabled,
-                                          " sweeps disabled so far); raise Capacities::verify_capacity"));
-      }
-      const std::int32_t bits = host_int32(g.index, Block::kSweepInputErrors);
-      if (bits != 0)
-        report.warnings.push_back(message("kv_canary warning: the ", name, " group's cached prefixes at step ",
-                                          snap.step, " have bad rows: input_error_bits=", bits, " first_bad_row=",
-                                          host_int32(g.index, Block::kSweepFirstBadRow)));
+      check_pass(g, snap, report, "sweep", "the cached prefixes", Block::kSweepEnable, g.sweep_disabled);
       last_sweeps_seen_[g.index] = snap.sweeps;
     }
+  }
+
+  // A pass's plan scalars (enable, then input_error_bits and first_bad_row two and three int32 later): a
+  // verify disabled by capacity overflow, or bad rows in the pass's input, is a warning.
+  void check_pass(const Group& g, const Snapshot& snap, RuntimeReport& report, const char* pass, const char* input,
+                  int enable_flag, std::int64_t& disabled) {
+    const char* name = group_kind_name(g.kind);
+    if (host_int32(g.index, enable_flag) == 0)
+      report.warnings.push_back(message("kv_canary warning: the ", pass, " of the ", name,
+                                        " group was disabled by capacity overflow at step ", snap.step, ": ", input,
+                                        " need more than verify_capacity ", capacities_.verify_capacity, " entries (",
+                                        ++disabled, " disabled so far); raise Capacities::verify_capacity"));
+    const std::int32_t bits = host_int32(g.index, enable_flag + 2);
+    if (bits != 0)
+      report.warnings.push_back(message("kv_canary warning: the ", pass, " of the ", name, " group at step ", snap.step,
+                                        " got bad rows: input_error_bits=", bits,
+                                        " first_bad_row=", host_int32(g.index, enable_flag + 3)));
   }
 
   // Every health_check_every_n_steps steps: each kernel run counter must have moved by exactly what the

@@ -26,7 +26,8 @@ struct CounterBlock {
   static constexpr int kSize = kGroups * kGroupStride;
   static_assert(kSwaOutOfWindow < kGroupStride, "the counters of a group fit its stride");
 
-  // The int32 flags, in int32 units from the group's base.
+  // The int32 flags, in int32 units from the group's base; each pass's four in this order (the runtime reads
+  // input_error_bits and first_bad_row at enable + 2 and + 3).
   enum Flag : int {
     kHeadEnable = 0,
     kHeadNumValid,
