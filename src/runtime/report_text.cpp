@@ -3,8 +3,10 @@
 #include <kvcanary/runtime/report_text.hpp>
 
 #include <kvcanary/canary_types.hpp>
+#include <kvcanary/report.hpp>
 #include <kvcanary/impl/hash.hpp>
 
+#include <algorithm>
 #include <cctype>
 #include <cinttypes>
 #include <cstdio>
@@ -14,25 +16,17 @@ namespace kvcanary {
 
 namespace {
 
-constexpr const char* kReasonLabels[] = {"verify_chain_hash", "verify_position", "verify_real_kv_hash", "write_token",
-                                         "write_position",    "verify_token",    "out_of_range"};
-constexpr int kReasonLabelCount = sizeof(kReasonLabels) / sizeof(kReasonLabels[0]);
-
 std::string hex64(std::int64_t value) {
   char text[19];
   std::snprintf(text, sizeof(text), "0x%016" PRIx64, Impl::as_uint64(value));
   return text;
 }
 
-std::string reasons(std::int64_t bits, const char* separator) {
-  const std::uint64_t value = Impl::as_uint64(bits);
-  std::string out;
-  for (int bit = 0; bit < 64; ++bit) {
-    if ((value >> bit & 1u) == 0) continue;
-    if (!out.empty()) out += separator;
-    out += bit < kReasonLabelCount ? std::string(kReasonLabels[bit]) : "bit" + std::to_string(bit);
-  }
-  return out.empty() ? "none" : out;
+// The §7 reason names (report.hpp's, which name bits above 64 bit<N>) joined by `separator`.
+std::string reasons(std::int64_t bits, char separator) {
+  std::string names = fail_reason_names(bits);
+  std::replace(names.begin(), names.end(), '+', separator);
+  return names;
 }
 
 std::string lower(std::string text) {
@@ -57,14 +51,14 @@ std::string format_violation_multiline(const reference::RingRow& row, std::int64
   const std::string slot = std::to_string(row[kRowSlot]), position = std::to_string(row[kRowPosition]);
 
   std::ostringstream out;
-  out << "kv_canary violation: launch_tag=" << tag << " fail_reason=" << reasons(bits, "+") << " slot_idx=" << slot
+  out << "kv_canary violation: launch_tag=" << tag << " fail_reason=" << reasons(bits, '+') << " slot_idx=" << slot
       << " position=" << position << " stored_token=" << row[kRowStoredToken]
       << " expected_token=" << row[kRowExpectedToken] << " stored_chain_hash=" << hex64(row[kRowStoredChainHash])
       << " expected_aux=" << hex64(row[kRowExpectedAux]) << '\n';
   out << "KV cache canary violation detected (kernel_kind=" << tag << ", slot_idx=" << slot << ", position=" << position
       << ")\n";
   out << "canary_kind:       " << canary_kind << '\n';
-  out << "  fail_reasons: " << reasons(bits, " ") << '\n';
+  out << "  fail_reasons: " << reasons(bits, ' ') << '\n';
   if (is_write) {
     out << "  actual:   token_id=" << row[kRowStoredToken] << "   position=" << position
         << " prev_hash=" << hex64(row[kRowStoredChainHash]) << '\n';
