@@ -13,7 +13,7 @@
 
 #include "workloads.hpp"
 
-#include <kvcanary/reference_canary.hpp>
+#include <kvcanary/tools/reference_canary.hpp>
 
 #include <algorithm>
 #include <cstdint>

@@ -9,6 +9,9 @@
 
 #include <kvcanary/impl/hash.hpp>
 #include <kvcanary/kvcanary.hpp>
+#include <kvcanary/tools/host_bridge_canary.hpp>
+#include <kvcanary/tools/host_bridge_plan.hpp>
+#include <kvcanary/tools/reference_plan.hpp>
 
 #include <benchmark/benchmark.h>
 

@@ -12,7 +12,7 @@
 // * The SWA workload's LUT maps every full slot to a random SWA slot.
 // * verify_capacity is the exact total (equality fits, SPEC §4), write_req_capacity = bs.
 
-#include <kvcanary/reference.hpp>
+#include <kvcanary/tools/reference_plan.hpp>
 
 #include <algorithm>
 #include <cstdint>

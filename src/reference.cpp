@@ -1,6 +1,6 @@
 // The serial host reference of SPEC §4: one loop over the rows, in the SPEC's own words.
 
-#include <kvcanary/reference.hpp>
+#include <kvcanary/tools/reference_plan.hpp>
 
 #include <algorithm>
 #include <limits>

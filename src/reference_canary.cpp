@@ -18,9 +18,9 @@
 // clamped. The counters and the ring's count wrap mod 2^64 (no signed overflow on any input), and a seq
 // is compared with the capacity as uint64, so a count that wrapped past 2^63 writes no row.
 
-#include <kvcanary/canary_shape_checks.hpp>
+#include <kvcanary/stages/canary_shape_checks.hpp>
 #include <kvcanary/impl/hash.hpp>
-#include <kvcanary/reference_canary.hpp>
+#include <kvcanary/tools/reference_canary.hpp>
 
 #include <algorithm>
 #include <cstring>

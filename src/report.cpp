@@ -1,9 +1,9 @@
 // The host report of SPEC-CANARY §7 (see report.hpp).
 
-#include <kvcanary/report.hpp>
+#include <kvcanary/stages/report.hpp>
 
 #include <kvcanary/impl/hash.hpp>
-#include <kvcanary/shape_checks.hpp>
+#include <kvcanary/stages/plan_shape_checks.hpp>
 
 #include <algorithm>
 #include <cinttypes>

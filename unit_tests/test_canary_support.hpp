@@ -7,8 +7,8 @@
 
 #include "test_support.hpp"
 
-#include <kvcanary/canary_host_bridge.hpp>
-#include <kvcanary/reference_canary.hpp>
+#include <kvcanary/tools/host_bridge_canary.hpp>
+#include <kvcanary/tools/reference_canary.hpp>
 
 #include <algorithm>
 #include <sstream>

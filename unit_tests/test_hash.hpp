@@ -4,7 +4,7 @@
 #include "test_support.hpp"
 
 #include <kvcanary/impl/hash.hpp>
-#include <kvcanary/reference_canary.hpp>
+#include <kvcanary/tools/reference_canary.hpp>
 
 #include <limits>
 

@@ -4,7 +4,7 @@
 
 #include "test_support.hpp"
 
-#include <kvcanary/report.hpp>
+#include <kvcanary/stages/report.hpp>
 
 #include <limits>
 

@@ -6,6 +6,10 @@
 // written/untouched rules of SPEC §4 checked on one result alone.
 
 #include <kvcanary/kvcanary.hpp>
+#include <kvcanary/tools/host_bridge_canary.hpp>
+#include <kvcanary/tools/host_bridge_plan.hpp>
+#include <kvcanary/tools/reference_plan.hpp>
+#include <kvcanary/tools/reference_canary.hpp>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

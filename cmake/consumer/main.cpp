@@ -1,6 +1,8 @@
 // Plans one small batch (SPEC §6 "aggregate") with the installed kvcanary on the default Kokkos
 // backend and checks it against the host reference. Exit 0 when they agree.
 #include <kvcanary/kvcanary.hpp>
+#include <kvcanary/tools/host_bridge_plan.hpp>
+#include <kvcanary/tools/reference_plan.hpp>
 
 #include <Kokkos_Core.hpp>
 

@@ -1,23 +1,20 @@
 #ifndef KVCANARY_KVCANARY_HPP
 #define KVCANARY_KVCANARY_HPP
 
-// Everything a user of kvcanary needs: the plan types and allocation helpers, validate(), plan(); the
-// canary stages write() and verify() with their types, and the host report; the serial host reference
-// of both parts of the SPEC, and the host bridges that move a call's data between it and the device.
+// Everything an engine needs: the stages (stages/: plan(), verify(), write() with their types and
+// allocation helpers, the host report) and the engine-facing runtime (runtime/: kvcanary::Canary).
+// The host tools (tools/: the serial reference of the SPEC and the host bridges that move a call's data
+// between it and a device, for tests, the CLI and benchmarks) are included on their own.
 
-#include <kvcanary/canary_host_bridge.hpp>
-#include <kvcanary/canary_types.hpp>
-#include <kvcanary/host_bridge.hpp>
-#include <kvcanary/plan.hpp>
-#include <kvcanary/plan_types.hpp>
-#include <kvcanary/reference.hpp>
-#include <kvcanary/reference_canary.hpp>
-#include <kvcanary/report.hpp>
-#include <kvcanary/report_reader.hpp>
 #include <kvcanary/runtime/canary.hpp>
-#include <kvcanary/validate.hpp>
-#include <kvcanary/verify.hpp>
+#include <kvcanary/stages/canary_types.hpp>
+#include <kvcanary/stages/plan.hpp>
+#include <kvcanary/stages/plan_types.hpp>
+#include <kvcanary/stages/plan_validate.hpp>
+#include <kvcanary/stages/report.hpp>
+#include <kvcanary/stages/report_reader.hpp>
+#include <kvcanary/stages/verify.hpp>
+#include <kvcanary/stages/write.hpp>
 #include <kvcanary/version.hpp>
-#include <kvcanary/write.hpp>
 
 #endif

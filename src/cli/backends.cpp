@@ -1,6 +1,6 @@
 #include "backends.hpp"
 
-#include <kvcanary/host_bridge.hpp>
+#include <kvcanary/tools/host_bridge_plan.hpp>
 
 namespace kvcanary {
 namespace cli {

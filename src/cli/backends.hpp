@@ -8,9 +8,9 @@
 
 #include "cli_error.hpp"
 
-#include <kvcanary/canary_types.hpp>
-#include <kvcanary/plan_types.hpp>
-#include <kvcanary/reference.hpp>
+#include <kvcanary/stages/canary_types.hpp>
+#include <kvcanary/stages/plan_types.hpp>
+#include <kvcanary/tools/reference_plan.hpp>
 
 #include <Kokkos_Core.hpp>
 

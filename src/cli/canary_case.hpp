@@ -13,7 +13,7 @@
 #include "command_line.hpp"
 #include "json_io.hpp"
 
-#include <kvcanary/reference_canary.hpp>
+#include <kvcanary/tools/reference_canary.hpp>
 
 #include <nlohmann/json.hpp>
 

@@ -9,7 +9,7 @@
 #include "kokkos_session.hpp"
 #include "plan_writer.hpp"
 
-#include <kvcanary/canary_host_bridge.hpp>
+#include <kvcanary/tools/host_bridge_canary.hpp>
 
 #include <optional>
 #include <stdexcept>

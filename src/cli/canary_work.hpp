@@ -6,7 +6,7 @@
 
 #include "canary_case.hpp"
 
-#include <kvcanary/reference.hpp>
+#include <kvcanary/tools/reference_plan.hpp>
 
 #include <cstdint>
 

@@ -2,7 +2,7 @@
 
 #include "json_writer.hpp"
 
-#include <kvcanary/report.hpp>
+#include <kvcanary/stages/report.hpp>
 
 #include <nlohmann/json.hpp>
 

@@ -4,7 +4,7 @@
 // The SPEC-CANARY §9 output of a verify, write or step call, streamed (json_writer.hpp): the canary
 // buffer can be large, and the report lines are formatted one at a time as they are written.
 
-#include <kvcanary/reference_canary.hpp>
+#include <kvcanary/tools/reference_canary.hpp>
 
 #include <ostream>
 

@@ -2,7 +2,7 @@
 
 #include "cli_error.hpp"
 
-#include <kvcanary/shape_checks.hpp>
+#include <kvcanary/stages/plan_shape_checks.hpp>
 
 #include <algorithm>
 #include <stdexcept>

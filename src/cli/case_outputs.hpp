@@ -7,7 +7,7 @@
 #include "json_io.hpp"
 #include "limits.hpp"
 
-#include <kvcanary/reference.hpp>
+#include <kvcanary/tools/reference_plan.hpp>
 
 #include <cstdint>
 #include <string>

@@ -15,8 +15,8 @@
 // FILE, as "--name value" or "--name=value"; FILE "-" is stdin. A subcommand is one row of kSubcommands
 // (command_line.cpp): its name, whether it reads a case and which options it takes.
 
-#include <kvcanary/canary_types.hpp>
-#include <kvcanary/plan_types.hpp>
+#include <kvcanary/stages/canary_types.hpp>
+#include <kvcanary/stages/plan_types.hpp>
 
 #include <cstdint>
 #include <optional>

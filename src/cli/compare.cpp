@@ -1,6 +1,6 @@
 #include "compare.hpp"
 
-#include <kvcanary/canary_types.hpp>
+#include <kvcanary/stages/canary_types.hpp>
 
 #include <cstdint>
 #include <vector>

@@ -4,8 +4,8 @@
 // Output-by-output comparison of two plans, element by element (written and untouched entries alike), and
 // of two canary results (buffer and ring).
 
-#include <kvcanary/reference.hpp>
-#include <kvcanary/reference_canary.hpp>
+#include <kvcanary/tools/reference_plan.hpp>
+#include <kvcanary/tools/reference_canary.hpp>
 
 #include <optional>
 #include <string>

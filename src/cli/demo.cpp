@@ -9,7 +9,7 @@
 #include "compare.hpp"
 #include "kokkos_session.hpp"
 
-#include <kvcanary/host_bridge.hpp>
+#include <kvcanary/tools/host_bridge_plan.hpp>
 #include <kvcanary/version.hpp>
 
 #include <algorithm>

@@ -20,7 +20,7 @@
 // (so what a step leaves alone stays from the step before; SPEC §6 "shrinking batch"), and must share
 // their capacities.
 
-#include <kvcanary/reference.hpp>
+#include <kvcanary/tools/reference_plan.hpp>
 
 #include <nlohmann/json.hpp>
 

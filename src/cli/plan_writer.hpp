@@ -4,7 +4,7 @@
 // The SPEC §5 output of a plan, written straight to a stream: a JSON document of a plan cost ~16 bytes
 // an entry and its text as much again, which made printing the largest part of the tool's memory.
 
-#include <kvcanary/reference.hpp>
+#include <kvcanary/tools/reference_plan.hpp>
 
 #include <cstdint>
 #include <ostream>

@@ -2,7 +2,7 @@
 
 #include <kvcanary/runtime/config.hpp>
 
-#include <kvcanary/shape_checks.hpp>
+#include <kvcanary/stages/plan_shape_checks.hpp>
 
 #include <algorithm>
 #include <limits>

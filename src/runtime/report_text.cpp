@@ -2,8 +2,8 @@
 
 #include <kvcanary/runtime/report_text.hpp>
 
-#include <kvcanary/canary_types.hpp>
-#include <kvcanary/report.hpp>
+#include <kvcanary/stages/canary_types.hpp>
+#include <kvcanary/stages/report.hpp>
 #include <kvcanary/impl/hash.hpp>
 
 #include <algorithm>

@@ -4,7 +4,7 @@
 
 #include "engine.hpp"
 
-#include <kvcanary/report.hpp>
+#include <kvcanary/stages/report.hpp>
 
 #include <algorithm>
 #include <cmath>

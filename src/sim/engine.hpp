@@ -10,7 +10,7 @@
 
 #include "sim_types.hpp"
 
-#include <kvcanary/reference_canary.hpp>
+#include <kvcanary/tools/reference_canary.hpp>
 
 #include <array>
 #include <cstdint>

@@ -6,8 +6,8 @@
 
 #include "engine.hpp"
 
-#include <kvcanary/reference.hpp>
-#include <kvcanary/reference_canary.hpp>
+#include <kvcanary/tools/reference_plan.hpp>
+#include <kvcanary/tools/reference_canary.hpp>
 
 #include <vector>
 

@@ -2,7 +2,7 @@
 
 #include "sim_types.hpp"
 
-#include <kvcanary/report.hpp>
+#include <kvcanary/stages/report.hpp>
 
 #include <algorithm>
 #include <cstdio>

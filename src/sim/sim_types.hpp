@@ -4,7 +4,7 @@
 // The engine simulator's vocabulary (docs/simulator.md): the fault classes, the options of a run and
 // the report it hands back. Host-only, no Kokkos: the CLI and the tests read these without a backend.
 
-#include <kvcanary/canary_types.hpp>
+#include <kvcanary/stages/canary_types.hpp>
 
 #include <cstdint>
 #include <optional>

@@ -6,8 +6,9 @@
 // the same inputs. Some steps corrupt a record first (on the device and in the reference alike), so
 // the replayed verify must report exactly what the reference does.
 
-#include <kvcanary/canary_host_bridge.hpp>
+#include <kvcanary/tools/host_bridge_canary.hpp>
 #include <kvcanary/kvcanary.hpp>
+#include <kvcanary/tools/reference_plan.hpp>
 
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>

@@ -4,6 +4,8 @@
 // compared with the host reference, run from the same poisoned outputs.
 
 #include <kvcanary/kvcanary.hpp>
+#include <kvcanary/tools/host_bridge_plan.hpp>
+#include <kvcanary/tools/reference_plan.hpp>
 
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>

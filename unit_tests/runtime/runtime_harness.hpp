@@ -6,7 +6,7 @@
 // kvcanary::Canary on the device and the same step on the host reference (per group: plan, verify K and
 // V, write K and V; the tail with real-KV fingerprints; sweeps), so that tests compare the two.
 
-#include <kvcanary/canary_host_bridge.hpp>
+#include <kvcanary/tools/host_bridge_canary.hpp>
 #include <kvcanary/kvcanary.hpp>
 
 #include <gtest/gtest.h>

@@ -5,7 +5,7 @@
 #include "original_format_cases.hpp"
 
 #include <kvcanary/runtime/report_text.hpp>
-#include <kvcanary/report.hpp>
+#include <kvcanary/stages/report.hpp>
 
 #include <gtest/gtest.h>
 

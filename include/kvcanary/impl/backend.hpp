@@ -11,7 +11,7 @@
 // against Kokkos Kernels' own at compile time. Its execution-space utilities are internal API (renamed
 // without deprecation in 4.5), so only the spellings of the versions known here are used.
 
-#include <kvcanary/plan_types.hpp>
+#include <kvcanary/stages/plan_types.hpp>
 
 #include <Kokkos_Core.hpp>
 

@@ -4,7 +4,7 @@
 // What the canary kernels hold (unmanaged handles and plain values, passed by value): a canary
 // buffer, the violation ring, and the real-KV sources with their fold (SPEC-CANARY §1–§3).
 
-#include <kvcanary/canary_types.hpp>
+#include <kvcanary/stages/canary_types.hpp>
 #include <kvcanary/impl/hash.hpp>
 
 #include <cstdint>

@@ -3,7 +3,7 @@
 
 // Unmanaged handles to everything a plan call writes (outputs, status, workspace), for small kernels.
 
-#include <kvcanary/plan_types.hpp>
+#include <kvcanary/stages/plan_types.hpp>
 
 #include <cstdint>
 

@@ -5,7 +5,7 @@
 // (the offsets scan, the portable entries path and the CUDA persistent path).
 // DeviceInputs holds unmanaged Views: kernels copy handles without reference counting.
 
-#include <kvcanary/plan_types.hpp>
+#include <kvcanary/stages/plan_types.hpp>
 
 #include <cstdint>
 

@@ -4,10 +4,10 @@
 // The verify stage (SPEC-CANARY §5) as one Kokkos parallel_for: an entry a work item, the plan entry
 // read once and checked against every target buffer (the K and V halves share a plan).
 
-#include <kvcanary/canary_types.hpp>
+#include <kvcanary/stages/canary_types.hpp>
 #include <kvcanary/impl/backend.hpp>
 #include <kvcanary/impl/canary_device.hpp>
-#include <kvcanary/plan_types.hpp>
+#include <kvcanary/stages/plan_types.hpp>
 
 #include <cstdint>
 

@@ -11,10 +11,10 @@
 // chain is walked once for the buffers whose seeds agree (TargetChains), and every lane stores its token
 // into each buffer.
 
-#include <kvcanary/canary_types.hpp>
+#include <kvcanary/stages/canary_types.hpp>
 #include <kvcanary/impl/backend.hpp>
 #include <kvcanary/impl/canary_device.hpp>
-#include <kvcanary/plan_types.hpp>
+#include <kvcanary/stages/plan_types.hpp>
 
 #include <cstdint>
 

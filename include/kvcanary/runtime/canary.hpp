@@ -19,10 +19,10 @@
 // nothing between host and device and never fence: they can be captured in a CUDA graph and replayed
 // with the batch refilled in place. end_step() and flush() are the host boundary, never inside a capture.
 
-#include <kvcanary/canary_types.hpp>
-#include <kvcanary/plan.hpp>
-#include <kvcanary/plan_types.hpp>
-#include <kvcanary/report.hpp>
+#include <kvcanary/stages/canary_types.hpp>
+#include <kvcanary/stages/plan.hpp>
+#include <kvcanary/stages/plan_types.hpp>
+#include <kvcanary/stages/report.hpp>
 #include <kvcanary/runtime/config.hpp>
 #include <kvcanary/runtime/engine_views.hpp>
 #include <kvcanary/runtime/impl/counter_block.hpp>
@@ -30,8 +30,8 @@
 #include <kvcanary/runtime/impl/swa_divergence.hpp>
 #include <kvcanary/runtime/report_text.hpp>
 #include <kvcanary/runtime/runtime_report.hpp>
-#include <kvcanary/verify.hpp>
-#include <kvcanary/write.hpp>
+#include <kvcanary/stages/verify.hpp>
+#include <kvcanary/stages/write.hpp>
 
 #include <algorithm>
 #include <array>

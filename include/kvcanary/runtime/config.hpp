@@ -5,9 +5,9 @@
 // Python package) fills it from its own settings. Views (the engine's tables, real-KV bytes, wrapped
 // canary bytes) go to the constructor in EngineTables (runtime/engine_views.hpp).
 
-#include <kvcanary/canary_types.hpp>
-#include <kvcanary/plan_types.hpp>
-#include <kvcanary/report.hpp>
+#include <kvcanary/stages/canary_types.hpp>
+#include <kvcanary/stages/plan_types.hpp>
+#include <kvcanary/stages/report.hpp>
 
 #include <cstdint>
 #include <functional>

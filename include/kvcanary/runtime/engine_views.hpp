@@ -6,8 +6,8 @@
 // For a CUDA graph, every View of a captured pass must keep its address across replays (the engine
 // refills the same buffers in place), as for plan(), verify() and write().
 
-#include <kvcanary/canary_types.hpp>
-#include <kvcanary/plan_types.hpp>
+#include <kvcanary/stages/canary_types.hpp>
+#include <kvcanary/stages/plan_types.hpp>
 
 #include <cstdint>
 #include <optional>

@@ -4,7 +4,7 @@
 // The runtime's lines, host only: the original system's multi-line violation form, the periodic stats
 // line and the SWA divergence line (docs/runtime.md lists every line the runtime says).
 
-#include <kvcanary/reference_canary.hpp>
+#include <kvcanary/tools/reference_canary.hpp>
 
 #include <cstdint>
 #include <string>

@@ -3,7 +3,7 @@
 
 // What Canary::end_step() and flush() hand back, and the error of the health check.
 
-#include <kvcanary/report.hpp>
+#include <kvcanary/stages/report.hpp>
 #include <kvcanary/runtime/config.hpp>
 
 #include <cstdint>

@@ -6,7 +6,7 @@
 // (stage, launch tag), the plan scalars of the head and sweep passes (int32 pairs in int64 words: the
 // VerifyPlan / PlanStatus Views of the passes point here), and the SWA divergence counts.
 
-#include <kvcanary/canary_types.hpp>
+#include <kvcanary/stages/canary_types.hpp>
 
 namespace kvcanary {
 namespace Impl {

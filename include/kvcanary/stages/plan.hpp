@@ -18,8 +18,8 @@
 #include <kvcanary/impl/entries_portable.hpp>
 #include <kvcanary/impl/offsets.hpp>
 #include <kvcanary/impl/row_rules.hpp>
-#include <kvcanary/plan_types.hpp>
-#include <kvcanary/validate.hpp>
+#include <kvcanary/stages/plan_types.hpp>
+#include <kvcanary/stages/plan_validate.hpp>
 #ifdef KOKKOS_ENABLE_CUDA
 #include <kvcanary/impl/entries_cuda.hpp>
 #endif

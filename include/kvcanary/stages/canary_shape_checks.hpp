@@ -6,8 +6,8 @@
 // same way, so both reject the same calls with the same messages. Every check runs before anything is
 // launched or modified, and none forms a product that can overflow.
 
-#include <kvcanary/canary_types.hpp>
-#include <kvcanary/shape_checks.hpp>
+#include <kvcanary/stages/canary_types.hpp>
+#include <kvcanary/stages/plan_shape_checks.hpp>
 
 #include <cstdint>
 

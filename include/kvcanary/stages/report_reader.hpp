@@ -9,9 +9,9 @@
 //   ... each step: plan(), verify(), write() ...
 //   reader.read(space, ring);   // throws kvcanary::ViolationError carrying every new row and line
 
-#include <kvcanary/canary_types.hpp>
-#include <kvcanary/reference_canary.hpp>
-#include <kvcanary/report.hpp>
+#include <kvcanary/stages/canary_types.hpp>
+#include <kvcanary/tools/reference_canary.hpp>
+#include <kvcanary/stages/report.hpp>
 
 #include <algorithm>
 #include <cstdint>

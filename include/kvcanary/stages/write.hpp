@@ -20,11 +20,11 @@
 //   C requests, hours for C = 2e6, N = 1e6), so bound such inputs before the call (the CLI does:
 //   docs/cli-limits.md).
 
-#include <kvcanary/canary_types.hpp>
-#include <kvcanary/canary_validate.hpp>
+#include <kvcanary/stages/canary_types.hpp>
+#include <kvcanary/stages/canary_validate.hpp>
 #include <kvcanary/impl/write_cuda.hpp>
 #include <kvcanary/impl/write_portable.hpp>
-#include <kvcanary/plan_types.hpp>
+#include <kvcanary/stages/plan_types.hpp>
 
 #include <array>
 #include <cstdint>

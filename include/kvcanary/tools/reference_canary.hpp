@@ -6,8 +6,8 @@
 // the CLI's checks. It shares only the hash primitives (impl/hash.hpp, pinned by their own tests) and
 // the enums of canary_types.hpp with the kernels.
 
-#include <kvcanary/canary_types.hpp>
-#include <kvcanary/reference.hpp>
+#include <kvcanary/stages/canary_types.hpp>
+#include <kvcanary/tools/reference_plan.hpp>
 
 #include <array>
 #include <cstdint>

@@ -4,8 +4,8 @@
 // validate(): the host-side checks of SPEC §4 on the Views of a plan call. Shapes only: no device
 // data is read, so validate() neither copies nor waits.
 
-#include <kvcanary/plan_types.hpp>
-#include <kvcanary/shape_checks.hpp>
+#include <kvcanary/stages/plan_types.hpp>
+#include <kvcanary/stages/plan_shape_checks.hpp>
 
 namespace kvcanary {
 

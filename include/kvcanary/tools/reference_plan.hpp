@@ -5,7 +5,7 @@
 // It is the oracle of the tests and of `kvcanary check`; it shares nothing with the kernels
 // except the host-side shape checks (shape_checks.hpp), so both reject the same calls the same way.
 
-#include <kvcanary/shape_checks.hpp>
+#include <kvcanary/stages/plan_shape_checks.hpp>
 
 #include <cstdint>
 #include <optional>

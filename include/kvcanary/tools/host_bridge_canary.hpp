@@ -5,11 +5,11 @@
 // write()/verify() on host data. For tests, the CLI, benchmarks and tools: these functions allocate and
 // copy, and the *_host_data() calls fence. Engines keep their canary on the device.
 
-#include <kvcanary/canary_types.hpp>
-#include <kvcanary/host_bridge.hpp>
-#include <kvcanary/reference_canary.hpp>
-#include <kvcanary/verify.hpp>
-#include <kvcanary/write.hpp>
+#include <kvcanary/stages/canary_types.hpp>
+#include <kvcanary/tools/host_bridge_plan.hpp>
+#include <kvcanary/tools/reference_canary.hpp>
+#include <kvcanary/stages/verify.hpp>
+#include <kvcanary/stages/write.hpp>
 
 #include <algorithm>
 #include <string>

@@ -6,7 +6,7 @@
 // here is pure host code on a snapshot of the ring (reference::ViolationRing); reading a device ring
 // (copy + fence) is the reader's job, on top of make_report().
 
-#include <kvcanary/reference_canary.hpp>
+#include <kvcanary/tools/reference_canary.hpp>
 
 #include <cstdint>
 #include <functional>

@@ -5,8 +5,8 @@
 // For tests, the CLI, benchmarks and tools: these functions allocate and copy, and
 // plan_host_data() fences. Engines build PlanInputs over their own device buffers instead.
 
-#include <kvcanary/plan.hpp>
-#include <kvcanary/reference.hpp>
+#include <kvcanary/stages/plan.hpp>
+#include <kvcanary/tools/reference_plan.hpp>
 
 #include <string>
 #include <vector>

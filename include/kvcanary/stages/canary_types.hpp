@@ -5,7 +5,7 @@
 // tags and fail reasons, the real-KV sources, and the options of write() and verify(). Every device
 // type is a bundle of Kokkos Views in one memory space; copying one copies handles, not data.
 
-#include <kvcanary/shape_checks.hpp>
+#include <kvcanary/stages/plan_shape_checks.hpp>
 
 #include <Kokkos_Core.hpp>
 

@@ -4,10 +4,10 @@
 // The host-side checks of write() and verify() on their Views (SPEC-CANARY §6): shapes only, no device
 // data read, thrown as std::invalid_argument naming the argument before anything is launched.
 
-#include <kvcanary/canary_shape_checks.hpp>
-#include <kvcanary/canary_types.hpp>
+#include <kvcanary/stages/canary_shape_checks.hpp>
+#include <kvcanary/stages/canary_types.hpp>
 #include <kvcanary/impl/canary_device.hpp>
-#include <kvcanary/plan_types.hpp>
+#include <kvcanary/stages/plan_types.hpp>
 
 #include <cstdint>
 

@@ -19,10 +19,10 @@
 //   core). The call does what it is told; bound such inputs before the call (the CLI does:
 //   docs/cli-limits.md).
 
-#include <kvcanary/canary_types.hpp>
-#include <kvcanary/canary_validate.hpp>
+#include <kvcanary/stages/canary_types.hpp>
+#include <kvcanary/stages/canary_validate.hpp>
 #include <kvcanary/impl/verify_portable.hpp>
-#include <kvcanary/plan_types.hpp>
+#include <kvcanary/stages/plan_types.hpp>
 
 #include <array>
 #include <vector>
