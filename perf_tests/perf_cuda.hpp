@@ -94,10 +94,35 @@ class CudaGraph {
   cudaGraphExec_t exec_ = nullptr;
 };
 
+// The chain as raw CUDA kernels (nvcc straight, no Kokkos launch): the seed by value (GPU-FLOORS.md's
+// tools/chain_floor.cu) or loaded from memory. One thread. Templates: this header is in several TUs.
+template <int kFromMemory>
+__global__ void chain_kernel(std::uint64_t seed, const std::uint64_t* seed_in_memory, std::int64_t steps, std::uint64_t* out) {
+  *out = chain_steps(kFromMemory ? *seed_in_memory : seed, steps);
+}
+
+// The write floor per token on the GPU: the fastest of the Kokkos and raw CUDA chain variants.
+inline void measure_cuda_chain_floor(const Kokkos::Cuda& space, std::int64_t steps, Floor& floor) {
+  std::vector<ChainVariant> variants = kokkos_chain_variants(space, steps);
+  Kokkos::View<std::uint64_t, Kokkos::CudaSpace> seed(Kokkos::view_alloc(space, "kvcanary_perf::chain_seed"));
+  Kokkos::View<std::uint64_t, Kokkos::CudaSpace> out(Kokkos::view_alloc(space, "kvcanary_perf::chain_out"));
+  Kokkos::deep_copy(space, seed, kChainSeed);
+  variants.push_back(time_chain(space, "raw CUDA kernel, seed in memory", steps, out, [&](std::int64_t n) {
+    chain_kernel<1><<<1, 1, 0, space.cuda_stream()>>>(0, seed.data(), n, out.data());
+    KVCANARY_PERF_CUDA_CHECK(cudaGetLastError());
+  }));
+  variants.push_back(time_chain(space, "raw CUDA kernel, seed by value", steps, out, [&](std::int64_t n) {
+    chain_kernel<0><<<1, 1, 0, space.cuda_stream()>>>(kChainSeed, nullptr, n, out.data());
+    KVCANARY_PERF_CUDA_CHECK(cudaGetLastError());
+  }));
+  set_chain_floor(floor, std::move(variants), steps, "cuda");
+}
+
 // SPEC §7 floor on the GPU, on a user-stream instance like the benchmarks:
 // * copy: Kokkos::deep_copy between two 1 GiB device Views (bytes read + written), median of 7;
 // * launch: 20 empty Kokkos parallel_for(1) captured in one graph, replayed 50 times; µs per node, median of 7;
-// * chain: ns per dependent mix3 step of one GPU thread (8,192 and 16,384 steps; GPU-FLOORS.md: ~75 ns).
+// * chain: ns per dependent mix3 step of one GPU thread (8,192 and 16,384 steps), the fastest of four
+//   formulations (GPU-FLOORS.md: ~75 ns for the seed by value).
 inline Floor measure_cuda_floor() {
   using View = Kokkos::View<std::int64_t*, Kokkos::CudaSpace>;
   using Policy = Kokkos::RangePolicy<Kokkos::Cuda, Kokkos::IndexType<std::int64_t>>;
@@ -137,7 +162,7 @@ inline Floor measure_cuda_floor() {
     floor.launch_method = "empty Kokkos parallel_for(1), 20 nodes in one CUDA graph, 50 replays, per node, median of 7 (" +
                           std::to_string(graph.node_count()) + " nodes captured)";
   }
-  measure_chain_floor(space, 8192, "cuda", floor);
+  measure_cuda_chain_floor(space, 8192, floor);
   return floor;
 }
 
