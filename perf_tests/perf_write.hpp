@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace kvcanary_perf {
@@ -50,7 +51,20 @@ struct WriteCall {
     space.fence();
   }
 
+  bool plain_multiply = false;  // the CUDA kernel with the chain's multiply as plain C++ (the earlier walk)
+
   void run() const {
+#ifdef KOKKOS_ENABLE_CUDA
+    if constexpr (std::is_same<ExecutionSpace, Kokkos::Cuda>::value) {
+      if (plain_multiply) {
+        const auto functor = kvcanary::Impl::checked_write_functor<ExecutionSpace>(plan, tokens, targets, ring);
+        using Backend = kvcanary::Impl::WriteBackend<Kokkos::Cuda>;
+        if (!Backend::write<std::remove_const_t<decltype(functor)>, kvcanary::Impl::CudaWrite::PlainMultiply>(space, functor))
+          throw CheckFailure("the CUDA write kernel cannot run on this space");
+        return;
+      }
+    }
+#endif
     if (targets.size() == 1)
       kvcanary::write(space, plan, tokens, targets[0].buffer, ring, {targets[0].kernel_kind, {}, algorithm});
     else
@@ -86,11 +100,12 @@ inline std::shared_ptr<const WriteCase> write_case(const WriteShape& shape) {
 
 template <class ExecutionSpace>
 void bench_write(benchmark::State& state, const WriteShape& shape, kvcanary::CanaryAlgorithm algorithm, Launch launch,
-                 int buffers) {
+                 int buffers, bool plain_multiply = false) {
   run_checked(state, [&] {
     const std::shared_ptr<const WriteCase> c = write_case(shape);
     Instance<ExecutionSpace> instance;  // outlives every View allocated on it
-    const WriteCall<ExecutionSpace> call(instance.space(), *c, algorithm, buffers);
+    WriteCall<ExecutionSpace> call(instance.space(), *c, algorithm, buffers);
+    call.plain_multiply = plain_multiply;
 
     call.run();  // eager, before any capture; checked
     call.expect_result(*c, 1, "eager call");
@@ -132,6 +147,13 @@ void register_write_benchmarks(const std::string& backend) {
                                bench_write<ExecutionSpace>(state, shape, path, mode, buffers);
                              });
             }
+  // The CUDA kernel with the earlier walk (the chain's multiply as plain C++), prefill chunks, K alone.
+  if (is_cuda<ExecutionSpace>())
+    for (const WriteShape& shape : write_shapes())
+      if (shape.regime == Regime::Chain)
+        register_timed("write/" + shape.name + "/cuda_plain_multiply/graph", [shape](benchmark::State& state) {
+          bench_write<ExecutionSpace>(state, shape, kvcanary::CanaryAlgorithm::Cuda, Launch::Graph, 1, true);
+        });
 }
 
 }  // namespace kvcanary_perf
