@@ -57,10 +57,12 @@ struct WriteCall {
 #ifdef KOKKOS_ENABLE_CUDA
     if constexpr (std::is_same<ExecutionSpace, Kokkos::Cuda>::value) {
       if (plain_multiply) {
-        const auto functor = kvcanary::Impl::checked_write_functor<ExecutionSpace>(plan, tokens, targets, ring);
-        using Backend = kvcanary::Impl::WriteBackend<Kokkos::Cuda>;
-        if (!Backend::write<std::remove_const_t<decltype(functor)>, kvcanary::Impl::CudaWrite::PlainMultiply>(space, functor))
-          throw CheckFailure("the CUDA write kernel cannot run on this space");
+        kvcanary::Impl::with_write_functor<ExecutionSpace>(plan, tokens, targets, ring, [&](const auto& functor) {
+          using Functor = std::remove_cv_t<std::remove_reference_t<decltype(functor)>>;
+          using Backend = kvcanary::Impl::WriteBackend<Kokkos::Cuda>;
+          if (!Backend::template write<Functor, kvcanary::Impl::CudaWrite::PlainMultiply>(space, functor))
+            throw CheckFailure("the CUDA write kernel cannot run on this space");
+        });
         return;
       }
     }

@@ -21,6 +21,7 @@
 
 #include <array>
 #include <cstdint>
+#include <stdexcept>
 #include <type_traits>
 #include <vector>
 
@@ -56,11 +57,11 @@ bool records_may_overlap(const CanaryBuffer<MemorySpace>& a, const CanaryBuffer<
 
 // The host checks of write() (std::invalid_argument before anything is launched), then the kernel's
 // arguments. `targets` is any container of size() targets with .buffer, .kernel_kind and .real_kv.
-template <class ExecutionSpace, class MemorySpace, class Index, class Targets>
-WriteFunctor<ExecutionSpace, MemorySpace, Index> checked_write_functor(const WritePlan<MemorySpace>& write_plan,
-                                                                     const StepTokens<MemorySpace, Index>& tokens,
-                                                                     const Targets& targets,
-                                                                     const ViolationRing<MemorySpace>& ring) {
+// kTargets: the functor's room for targets (>= targets.size(); write_with_targets() picks it).
+template <class ExecutionSpace, int kTargets = 1, class MemorySpace, class Index, class Targets>
+WriteFunctor<ExecutionSpace, MemorySpace, Index, kTargets> checked_write_functor(
+    const WritePlan<MemorySpace>& write_plan, const StepTokens<MemorySpace, Index>& tokens, const Targets& targets,
+    const ViolationRing<MemorySpace>& ring) {
   static_assert(Kokkos::is_execution_space<ExecutionSpace>::value,
                 "kvcanary::write: the first argument must be a Kokkos execution space instance");
   static_assert(Kokkos::SpaceAccessibility<ExecutionSpace, MemorySpace>::accessible,
@@ -85,9 +86,11 @@ WriteFunctor<ExecutionSpace, MemorySpace, Index> checked_write_functor(const Wri
   if (write_plan.write_num_valid_reqs.data() == nullptr) throw_invalid_in(kWhere, "write_num_valid_reqs is not allocated");
   if (targets.size() == 0 || targets.size() > static_cast<std::size_t>(kMaxWriteTargets))
     throw_invalid_in(kWhere, "got ", targets.size(), " canary buffers, must be 1 to ", kMaxWriteTargets);
+  if (targets.size() > static_cast<std::size_t>(kTargets))
+    throw std::logic_error("kvcanary::write: a functor for fewer targets than given (internal error)");
   check_ring(kWhere, ring);
 
-  WriteFunctor<ExecutionSpace, MemorySpace, Index> functor{};
+  WriteFunctor<ExecutionSpace, MemorySpace, Index, kTargets> functor{};
   functor.plan = DeviceWritePlan<MemorySpace>(write_plan);
   functor.tokens = DeviceStepTokens<MemorySpace, Index>(tokens);
   functor.num_targets = static_cast<int>(targets.size());
@@ -120,16 +123,30 @@ void launch_write(const ExecutionSpace& space, const Functor& functor, CanaryAlg
   Kokkos::Profiling::popRegion();
 }
 
+// Calls launch(functor) with the checked functor whose room for targets fits targets.size(): 1, 2 or
+// kMaxWriteTargets (one kernel each; the count is checked before any is built).
+template <class ExecutionSpace, class MemorySpace, class Index, class Targets, class Launch>
+void with_write_functor(const WritePlan<MemorySpace>& write_plan, const StepTokens<MemorySpace, Index>& tokens,
+                        const Targets& targets, const ViolationRing<MemorySpace>& ring, Launch&& launch) {
+  if (targets.size() == 1)
+    launch(checked_write_functor<ExecutionSpace, 1>(write_plan, tokens, targets, ring));
+  else if (targets.size() == 2)
+    launch(checked_write_functor<ExecutionSpace, 2>(write_plan, tokens, targets, ring));
+  else
+    launch(checked_write_functor<ExecutionSpace, kMaxWriteTargets>(write_plan, tokens, targets, ring));
+}
+
 // The portable kernel with `lanes` threads per request (impl/write_portable.hpp); the tests run several
 // widths.
 template <class ExecutionSpace, class MemorySpace, class Index, class Targets>
 void write_with_lanes(const ExecutionSpace& space, const WritePlan<MemorySpace>& write_plan,
                       const StepTokens<MemorySpace, Index>& tokens, const Targets& targets,
                       const ViolationRing<MemorySpace>& ring, int lanes) {
-  const auto functor = checked_write_functor<ExecutionSpace>(write_plan, tokens, targets, ring);
-  Kokkos::Profiling::pushRegion("kvcanary::write");
-  launch_write_portable(space, functor, lanes);
-  Kokkos::Profiling::popRegion();
+  with_write_functor<ExecutionSpace>(write_plan, tokens, targets, ring, [&](const auto& functor) {
+    Kokkos::Profiling::pushRegion("kvcanary::write");
+    launch_write_portable(space, functor, lanes);
+    Kokkos::Profiling::popRegion();
+  });
 }
 
 }  // namespace Impl
@@ -142,8 +159,8 @@ template <class ExecutionSpace, class MemorySpace, class Index>
 void write(const ExecutionSpace& space, const WritePlan<MemorySpace>& write_plan,
            const StepTokens<MemorySpace, Index>& tokens, const std::vector<WriteTarget<MemorySpace>>& targets,
            const ViolationRing<MemorySpace>& ring, const WriteCallOptions& options = WriteCallOptions{}) {
-  const auto functor = Impl::checked_write_functor<ExecutionSpace>(write_plan, tokens, targets, ring);
-  Impl::launch_write(space, functor, options.algorithm);
+  Impl::with_write_functor<ExecutionSpace>(write_plan, tokens, targets, ring,
+                                           [&](const auto& functor) { Impl::launch_write(space, functor, options.algorithm); });
 }
 
 // One canary buffer.

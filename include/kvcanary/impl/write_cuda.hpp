@@ -113,22 +113,22 @@ __device__ __forceinline__ void walk_chunk(const ChainInput* stage, unsigned sto
 
 // write_request of WriteFunctor (write_portable.hpp) for a warp: the same reads, rows and stores, in
 // every target; a target that shares its leader's walk (TargetChains) takes the leader's states. The
-// loops over targets run to the constant kMaxWriteTargets so that they unroll and keep the states in
-// registers.
+// loops over targets run to the functor's constant kTargets, unrolled, the states in registers.
 template <class Hash, class Functor>
 __device__ std::int64_t write_request(const Functor& f, ChainInput* stage, int lane, const WriteRequest& q) {
   if (q.begin >= q.end) return 0;  // nothing at all, seed included
   const std::int64_t begin = q.begin, stop = f.stop(q);
   // begin < stop <= num_tokens: begin + lane cannot overflow, whatever the offsets hold.
   WriteToken mine = begin >= 0 && begin < stop ? f.own_token(begin + lane, stop) : WriteToken{};
-  TargetChains c = f.start_targets(q, lane);
+  auto c = f.start_targets(q, lane);
+  constexpr int kTargets = Functor::kTargetCount;
   // Every lane has read the seeds before any lane stores (a request whose seed is one of its targets).
   __syncwarp();
   if (begin < 0) {
     if (lane == 0)
 #pragma unroll
-      for (int t = 0; t < kMaxWriteTargets; ++t)
-        if (t < f.num_targets) f.push_outside_tokens(t, begin, c.chain[t].running);
+      for (int t = 0; t < kTargets; ++t)
+        if (t < f.target_count()) f.push_outside_tokens(t, begin, c.chain[t].running);
     return 0;
   }
   for (std::int64_t base = begin; base < stop; base += kLanes) {
@@ -139,11 +139,11 @@ __device__ std::int64_t write_request(const Functor& f, ChainInput* stage, int l
     const unsigned same_slot = __match_any_sync(kAllLanes, mine.slot);
     stage[lane] = ChainInput{mine.token, mine.position};
     __syncwarp();
-    ChainState before[kMaxWriteTargets];
-    unsigned stored_mask[kMaxWriteTargets];
+    ChainState before[kTargets];
+    unsigned stored_mask[kTargets];
 #pragma unroll
-    for (int t = 0; t < kMaxWriteTargets; ++t) {
-      if (t >= f.num_targets) continue;
+    for (int t = 0; t < kTargets; ++t) {
+      if (t >= f.target_count()) continue;
       if (c.leader[t] != t) {  // walked already, by an earlier target
 #pragma unroll
         for (int u = 0; u < t; ++u)
@@ -166,8 +166,8 @@ __device__ std::int64_t write_request(const Functor& f, ChainInput* stage, int l
     const unsigned later_lanes = lane == kLanes - 1 ? 0u : kAllLanes << (lane + 1);
     if (lane < count) {
 #pragma unroll
-      for (int t = 0; t < kMaxWriteTargets; ++t) {
-        if (t >= f.num_targets) continue;
+      for (int t = 0; t < kTargets; ++t) {
+        if (t >= f.target_count()) continue;
         const bool overwritten = (same_slot & stored_mask[t] & later_lanes) != 0u;
         f.store_token(t, mine, before[t], c.position_assert[t], !overwritten);
       }
@@ -187,7 +187,7 @@ __global__ void __launch_bounds__(kMaxThreads) write_kernel(const Functor f) {
   __shared__ std::int64_t stored_by_warp[kMaxWarps];
   const int lane = static_cast<int>(threadIdx.x) % kLanes, warp = static_cast<int>(threadIdx.x) / kLanes;
   const int block_warps = static_cast<int>(blockDim.x) / kLanes;
-  if (blockIdx.x == 0 && threadIdx.x == 0) f.ring.add_runs(0, f.num_targets);  // every call and target
+  if (blockIdx.x == 0 && threadIdx.x == 0) f.ring.add_runs(0, f.target_count());  // every call and target
   std::int64_t stored = 0;
   const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * block_warps;
   for (std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * block_warps + warp; r < f.plan.capacity(); r += warps) {
