@@ -136,9 +136,17 @@ StepTokens<MemorySpace, Index> upload_step_tokens(const ExecutionSpace& space, c
   return tokens;
 }
 
-// A device VerifyPlan / WritePlan holding the plan arrays and scalars of `host`.
+// A device VerifyPlan / WritePlan holding the plan arrays and scalars of `host`. upload_verify_plan throws
+// std::invalid_argument, before anything is allocated, when the four verify arrays differ in length.
 template <class ExecutionSpace, class MemorySpace = typename ExecutionSpace::memory_space>
 VerifyPlan<MemorySpace> upload_verify_plan(const ExecutionSpace& space, const reference::Outputs& host) {
+  const std::size_t capacity = host.verify_slot_indices.size();
+  const auto same = [&](const char* name, const std::vector<std::int64_t>& values) {
+    Impl::check_same_extent("upload_verify_plan", name, values.size(), "verify_slot_indices", capacity);
+  };
+  same("verify_expected_tokens", host.verify_expected_tokens);
+  same("verify_expected_positions", host.verify_expected_positions);
+  same("verify_prev_slot_indices", host.verify_prev_slot_indices);
   VerifyPlan<MemorySpace> plan = allocate_verify_plan(space, static_cast<std::int64_t>(host.verify_slot_indices.size()));
   Impl::copy_into(space, plan.verify_slot_indices, host.verify_slot_indices);
   Impl::copy_into(space, plan.verify_expected_tokens, host.verify_expected_tokens);

@@ -175,11 +175,12 @@ struct WriteOptions {
 };
 
 // ---- allocation helpers: labelled, once, up front (they initialize on `space`, which does not wait) ----
+// A negative size throws std::invalid_argument naming the helper, the argument and the value.
 
 template <class ExecutionSpace, class MemorySpace = typename ExecutionSpace::memory_space>
 CanaryBuffer<MemorySpace> allocate_canary_buffer(const ExecutionSpace& space, std::int64_t num_slots,
                                                  const std::string& label = "kvcanary::canary_buffer") {
-  const auto n = static_cast<std::size_t>(num_slots < 0 ? 0 : num_slots);
+  const std::size_t n = Impl::allocation_size("allocate_canary_buffer", "num_slots", num_slots);
   Kokkos::View<std::int64_t* [kRecordFields], Kokkos::LayoutRight, MemorySpace> records(
       Kokkos::view_alloc(space, label), n);  // zero-initialised (SPEC-CANARY §1)
   return CanaryBuffer<MemorySpace>{records};
@@ -205,7 +206,7 @@ CanaryBuffer<MemorySpace> wrap_canary_buffer(void* bytes, std::int64_t num_slots
 
 template <class ExecutionSpace, class MemorySpace = typename ExecutionSpace::memory_space>
 ViolationRing<MemorySpace> allocate_violation_ring(const ExecutionSpace& space, std::int64_t capacity) {
-  const auto n = static_cast<std::size_t>(capacity < 0 ? 0 : capacity);
+  const std::size_t n = Impl::allocation_size("allocate_violation_ring", "capacity", capacity);
   ViolationRing<MemorySpace> ring;
   ring.rows = decltype(ring.rows)(Kokkos::view_alloc(space, "kvcanary::ring::rows"), n);
   ring.count = decltype(ring.count)(Kokkos::view_alloc(space, "kvcanary::ring::count"));

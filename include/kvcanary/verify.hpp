@@ -12,7 +12,8 @@
 //   read_violations() at the step boundary.
 // * Each target counts as one verify call: kernel_run_counter += 1 and, when enable == 1,
 //   slot_run_counter += clamp(verify_num_valid, 0, capacity) per target.
-// * Host-side errors (shapes, strides, sources, kinds) throw std::invalid_argument before any launch.
+// * Host-side errors (shapes, strides, sources, kinds, a canary buffer whose bytes overlap a real-KV
+//   source's) throw std::invalid_argument before any launch.
 
 #include <kvcanary/canary_types.hpp>
 #include <kvcanary/canary_validate.hpp>
@@ -63,6 +64,8 @@ void verify_targets(const ExecutionSpace& space, const VerifyPlan<MemorySpace>& 
     check_kernel_kind(kWhere, targets[t].kernel_kind);
     functor.targets[t].buffer = DeviceBuffer<MemorySpace>(targets[t].buffer);
     functor.targets[t].real_kv = device_real_kv(kWhere, targets[t].real_kv, targets[t].buffer.num_slots());
+    for (std::size_t u = 0; u < targets.size(); ++u)  // no buffer inside any source of the call
+      check_buffer_apart_from_sources(kWhere, targets[t].buffer, targets[u].real_kv);
     functor.targets[t].kernel_kind = static_cast<std::int64_t>(targets[t].kernel_kind);
   }
 

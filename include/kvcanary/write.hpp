@@ -9,7 +9,8 @@
 // * Asynchronous on `space`, with no allocation, no host-device copy and no fence (capturable in a CUDA
 //   graph with plan() and verify()).
 // * kernel_run_counter += 1 per call; slot_run_counter += the tokens stored.
-// * Host-side errors (shapes, strides, sources, kinds) throw std::invalid_argument before any launch.
+// * Host-side errors (shapes, strides, sources, kinds, a canary buffer whose bytes overlap a real-KV
+//   source's) throw std::invalid_argument before any launch.
 //   Wrong device data (offsets past the token arrays, slots past the buffer) gives OUT_OF_RANGE rows.
 
 #include <kvcanary/canary_types.hpp>
@@ -63,6 +64,7 @@ WriteFunctor<ExecutionSpace, MemorySpace, Index> checked_write_functor(const Wri
   functor.tokens = DeviceStepTokens<MemorySpace, Index>(tokens);
   functor.buffer = DeviceBuffer<MemorySpace>(buffer);
   functor.real_kv = device_real_kv(kWhere, options.real_kv, buffer.num_slots());
+  check_buffer_apart_from_sources(kWhere, buffer, options.real_kv);
   functor.ring = DeviceRing<MemorySpace>(ring);
   functor.kind = static_cast<std::int64_t>(options.kernel_kind);
   return functor;

@@ -58,7 +58,9 @@ def line(row):
 def output(buffer=None, rows=(), count=None, capacity=1024, slot_runs=None, kernel_runs=1):
     """SPEC-CANARY 9's output: rows sorted, the report after the never-written filter."""
     rows = sorted(list(r) for r in rows)
-    kept = [r for r in rows if not (r[3] == 0 and r[2] == 0 and r[5] == 0)]
+    # SPEC-CANARY 7: the filter drops verify-stage rows of zero records; write (8, 16) and out_of_range (64)
+    # rows are always kept.
+    kept = [r for r in rows if not (r[3] == 0 and r[2] == 0 and r[5] == 0 and not r[7] & (8 | 16 | 64))]
     out = {"ring": {"count": len(rows) if count is None else count, "capacity": capacity, "rows": rows},
            "kernel_run_counter": kernel_runs, "report": [line(r) for r in kept],
            "report_dropped": len(rows) - len(kept)}
@@ -254,6 +256,15 @@ CANARY["write_chain_position_assert_off"] = (
     "4: chain_position_assert 0 -> no row",
     write_case(b, wplan([0, 1], [1]), [8], [7], [2], chain_position_assert=0),
     output(after, [], slot_runs=1))
+
+# A zero seed record chains to mix3(0, 0, 0) = 0: token 0 at position 0 then stores (0, 0, 0, 0) and its write
+# rows carry token, position and chain hash 0 -- a real store's rows, which the never-written filter keeps.
+assert mix3(0, 0, 0) == 0
+CANARY["write_rows_of_a_zero_seed_chain_are_kept_in_the_report"] = (
+    "7: the never-written filter is for verify-stage rows only: token 0 at position 0 chained to a zero seed "
+    "record, expected token 9 -> rows bits 8 and 16 with token, position and chain hash 0, both reported",
+    write_case(empty(3), wplan([0, 1], [2]), [0], [0], [1], expected_input_ids=[9], expected_positions=[0]),
+    output(empty(3), [[0, 1, 0, 0, 9, 0, 0, WRITE_TOKEN], [0, 1, 0, 0, 0, 0, 1, WRITE_POSITION]], slot_runs=1))
 
 b = empty(4)
 running = stamp(b, ANCHOR, [(1, 1, 0)])
