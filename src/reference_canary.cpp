@@ -24,6 +24,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <limits>
 
 namespace kvcanary {
@@ -172,6 +173,21 @@ void write(const Outputs& plan, const StepTokens& tokens, KernelKind kernel_kind
   check_ring(function, ring);
 
   // ---- §4 ----
+  ring.kernel_run_counter = wrapping_add(ring.kernel_run_counter, 1);
+  const std::int64_t reqs = std::clamp<std::int64_t>(plan.write_num_valid_reqs, 0, write_req_capacity);
+  std::int64_t stored = 0;
+  for (std::int64_t r = 0; r < reqs; ++r) {
+    const std::int64_t seed = plan.write_seed_slot_indices[static_cast<std::size_t>(r)];
+    const Record seed_record = seed >= 0 && seed < num_slots ? buffer[static_cast<std::size_t>(seed)] : Record{};
+    stored += write_request(plan, tokens, kernel_kind, real_kv, num_slots, r, seed_record, ring,
+                            [&](std::int64_t slot, const Record& record) { buffer[static_cast<std::size_t>(slot)] = record; });
+  }
+  ring.slot_run_counter = wrapping_add(ring.slot_run_counter, stored);
+}
+
+std::int64_t write_request(const Outputs& plan, const StepTokens& tokens, KernelKind kernel_kind, const RealKv& real_kv,
+                           std::int64_t num_slots, std::int64_t r, const Record& seed_record, ViolationRing& ring,
+                           const std::function<void(std::int64_t, const Record&)>& store) {
   const auto at = [](const std::vector<std::int64_t>& values, std::int64_t i) {
     return values[static_cast<std::size_t>(i)];
   };
@@ -181,58 +197,54 @@ void write(const Outputs& plan, const StepTokens& tokens, KernelKind kernel_kind
     record_violation(ring, kernel_kind, slot, position, stored_token, expected_token, chain_hash, aux, bits);
   };
   const bool input_assert = tokens.expected_input_ids.has_value();
+  const std::int64_t num_tokens = size_of(tokens.input_ids);
+  const std::int64_t first = at(plan.write_offsets, r);
+  const std::int64_t last = at(plan.write_offsets, r + 1);
+  if (first >= last) return 0;  // nothing at all, seed included
 
-  ring.kernel_run_counter = wrapping_add(ring.kernel_run_counter, 1);
-  const std::int64_t reqs = std::clamp<std::int64_t>(plan.write_num_valid_reqs, 0, write_req_capacity);
-  std::int64_t stored = 0;
-  for (std::int64_t r = 0; r < reqs; ++r) {
-    const std::int64_t first = at(plan.write_offsets, r);
-    const std::int64_t last = at(plan.write_offsets, r + 1);
-    if (first >= last) continue;  // nothing at all, seed included
-
-    const std::int64_t seed = at(plan.write_seed_slot_indices, r);
-    std::int64_t running = kAnchorHash;
-    bool position_assert = false;
-    std::int64_t prev_pos = 0;
-    if (seed >= num_slots) {
-      violation(seed, -1, -1, -1, kAnchorHash, -1, kOutOfRange);
-    } else {
-      running = slot_hash(buffer, seed);
-      position_assert = seed >= 0 && tokens.chain_position_assert != 0;
-      if (position_assert) prev_pos = buffer[static_cast<std::size_t>(seed)].position;
-    }
-
-    for (std::int64_t i = first; i < last; ++i) {
-      if (i < 0 || i >= num_tokens) {
-        violation(i, -1, -1, -1, running, -1, kOutOfRange);
-        break;  // the request stops here
-      }
-      const std::int64_t slot = at(tokens.out_cache_loc, i);
-      if (slot < 0) continue;  // padding: no store, no count, no chain step
-      const std::int64_t token = at(tokens.input_ids, i);
-      const std::int64_t pos = at(tokens.positions, i);
-      if (slot >= num_slots) {
-        violation(slot, pos, token, -1, running, -1, kOutOfRange);
-        continue;
-      }
-      if (input_assert) {
-        const std::int64_t expected_token = at(*tokens.expected_input_ids, i);
-        const std::int64_t expected_pos = at(*tokens.expected_positions, i);
-        const std::int64_t bits =
-            (token != expected_token ? kWriteToken : 0) | (pos != expected_pos ? kWritePosition : 0);
-        if (bits != 0) violation(slot, pos, token, expected_token, running, expected_pos, bits);
-      }
-      if (position_assert) {
-        const std::int64_t expected_pos = wrapping_add(prev_pos, 1);
-        if (pos != expected_pos) violation(slot, pos, token, token, running, expected_pos, kWritePosition);
-        prev_pos = pos;
-      }
-      buffer[static_cast<std::size_t>(slot)] = Record{token, pos, running, fold(real_kv, slot)};
-      running = Impl::record_hash(running, token, pos);
-      ++stored;
-    }
+  const std::int64_t seed = at(plan.write_seed_slot_indices, r);
+  std::int64_t running = kAnchorHash;
+  bool position_assert = false;
+  std::int64_t prev_pos = 0;
+  if (seed >= num_slots) {
+    violation(seed, -1, -1, -1, kAnchorHash, -1, kOutOfRange);
+  } else if (seed >= 0) {
+    running = Impl::record_hash(seed_record.prev_hash, seed_record.token, seed_record.position);
+    position_assert = tokens.chain_position_assert != 0;
+    if (position_assert) prev_pos = seed_record.position;
   }
-  ring.slot_run_counter = wrapping_add(ring.slot_run_counter, stored);
+
+  std::int64_t stored = 0;
+  for (std::int64_t i = first; i < last; ++i) {
+    if (i < 0 || i >= num_tokens) {
+      violation(i, -1, -1, -1, running, -1, kOutOfRange);
+      break;  // the request stops here
+    }
+    const std::int64_t slot = at(tokens.out_cache_loc, i);
+    if (slot < 0) continue;  // padding: no store, no count, no chain step
+    const std::int64_t token = at(tokens.input_ids, i);
+    const std::int64_t pos = at(tokens.positions, i);
+    if (slot >= num_slots) {
+      violation(slot, pos, token, -1, running, -1, kOutOfRange);
+      continue;
+    }
+    if (input_assert) {
+      const std::int64_t expected_token = at(*tokens.expected_input_ids, i);
+      const std::int64_t expected_pos = at(*tokens.expected_positions, i);
+      const std::int64_t bits =
+          (token != expected_token ? kWriteToken : 0) | (pos != expected_pos ? kWritePosition : 0);
+      if (bits != 0) violation(slot, pos, token, expected_token, running, expected_pos, bits);
+    }
+    if (position_assert) {
+      const std::int64_t expected_pos = wrapping_add(prev_pos, 1);
+      if (pos != expected_pos) violation(slot, pos, token, token, running, expected_pos, kWritePosition);
+      prev_pos = pos;
+    }
+    store(slot, Record{token, pos, running, fold(real_kv, slot)});
+    running = Impl::record_hash(running, token, pos);
+    ++stored;
+  }
+  return stored;
 }
 
 void verify(const Outputs& plan, const CanaryBuffer& buffer, KernelKind kernel_kind, const RealKv& real_kv,

@@ -11,6 +11,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -81,6 +82,16 @@ ViolationRing ring_snapshot(const std::int64_t* rows, std::int64_t capacity, std
 // rules are listed at the top of src/reference_canary.cpp.
 void write(const Outputs& plan, const StepTokens& tokens, KernelKind kernel_kind, const RealKv& real_kv,
            CanaryBuffer& buffer, ViolationRing& ring);
+
+// One request r of a checked write() call (SPEC-CANARY §4, steps 2-3), its chain starting from
+// `seed_record` (the seed slot's record as the request reads it; ignored without a seed in range): its
+// rows go to `ring`, each store to `store(slot, record)`, in token order. Returns the tokens stored. The
+// caller has checked the call as write() does; write() is this for every request, in order, with the
+// seed read from the buffer as it stands. (The outcomes SPEC-CANARY §4 leaves open, write_outcomes.hpp,
+// walk requests with other seed reads.)
+std::int64_t write_request(const Outputs& plan, const StepTokens& tokens, KernelKind kernel_kind, const RealKv& real_kv,
+                           std::int64_t num_slots, std::int64_t r, const Record& seed_record, ViolationRing& ring,
+                           const std::function<void(std::int64_t, const Record&)>& store);
 
 // SPEC-CANARY §5: the verify stage, with the VerifyPlan of `plan`; the buffer is only read. Throws
 // std::invalid_argument (ring untouched) on host-side errors.

@@ -352,9 +352,11 @@ void Engine::build_batch() {
       }
     }
     if (r->extend > 0 && !ensure_pages(*r, r->written + r->extend)) r->extend = r->advance = 0;
-    if (r->extend > 0 && r->written < r->prompt_len) ++data_.prefill_rows;
     budget -= r->extend;
   }
+  hold_back_open_writes();
+  for (const auto& [id, r] : running_)
+    if (r.extend > 0 && r.written < r.prompt_len) ++data_.prefill_rows;
   std::int64_t bucket = 1;
   while (bucket < static_cast<std::int64_t>(running_.size())) bucket *= 2;
   data_.batch_size = std::min(bucket, shape_.max_batch);
@@ -393,6 +395,57 @@ void Engine::build_batch() {
     for (auto* v : {&g->input_ids, &g->positions, &g->expected_input_ids, &g->expected_positions})
       v->resize(static_cast<std::size_t>(shape_.token_capacity), 0);
     g->out_cache_loc.resize(static_cast<std::size_t>(shape_.token_capacity), -1);
+  }
+}
+
+// SPEC-CANARY §4 leaves the outcome of a write call open when one request's seed slot is a slot another
+// request writes in the same call, or when two tokens write one slot: which store a seed read sees is a
+// race. A fault can make either happen (a stale prefix, a page handed out twice, a freed page reused).
+// The simulator promises that a seed gives the same run on every backend, so the engine never hands the
+// canary such a call: a row whose seed (in the full or the SWA slot space) another row writes this step,
+// or which writes a slot an earlier row of the batch writes, is held back for the step (extend 0: it
+// writes nothing, its prefix is still verified) and writes at the next one, when the other row's store
+// has landed. Holding a row only removes writes, so the loop ends; the order is the batch's.
+void Engine::hold_back_open_writes() {
+  const auto swa_slot = [&](std::int64_t slot) {  // SPEC §3's T with the LUT: negative passes, large clamps
+    return slot < 0 ? slot : lut_[static_cast<std::size_t>(std::min(slot, shape_.num_slots - 1))];
+  };
+  const bool swa = shape_.swa_window > 0;
+  step_seeds_.clear();
+  step_targets_.clear();
+  for (bool changed = true; changed;) {
+    changed = false;
+    std::map<std::int64_t, std::int64_t> writer[2];  // slot → the first row (request id) writing it; [1]: SWA
+    std::set<std::int64_t> duplicated;                // requests writing a slot an earlier row writes
+    for (const auto& [id, r] : running_)
+      for (std::int64_t j = 0; j < r.extend; ++j) {
+        const std::int64_t slot = slot_of(r, r.written + j);
+        for (int space = 0; space < (swa ? 2 : 1); ++space) {
+          const auto [it, first] = writer[space].emplace(space == 0 ? slot : swa_slot(slot), id);
+          if (!first && it->second != id) duplicated.insert(id);
+        }
+      }
+    for (auto& [id, r] : running_) {
+      if (r.extend == 0) continue;
+      bool open = duplicated.count(id) > 0;
+      if (r.written > 0) {
+        const std::int64_t seed = req_to_token_[static_cast<std::size_t>(r.row * shape_.cols + r.written - 1)];
+        for (int space = 0; space < (swa ? 2 : 1); ++space) {
+          const auto it = writer[space].find(space == 0 ? seed : swa_slot(seed));
+          open = open || (it != writer[space].end() && it->second != id);
+        }
+      }
+      if (open) {
+        r.extend = r.advance = 0;
+        changed = true;
+      }
+    }
+    if (!changed)  // what the write-time faults must keep clear of (target group)
+      for (const auto& [id, r] : running_)
+        if (r.extend > 0) {
+          if (r.written > 0) step_seeds_.insert(req_to_token_[static_cast<std::size_t>(r.row * shape_.cols + r.written - 1)]);
+          for (std::int64_t j = 0; j < r.extend; ++j) step_targets_.insert(slot_of(r, r.written + j));
+        }
   }
 }
 
@@ -639,6 +692,9 @@ bool Engine::inject_rogue_write(Fault& f) {
   const std::int64_t ap = uniform(0, a->written - 1), victim = slot_of(*a, ap);
   if (std::find(b->pages.begin(), b->pages.end(), victim / shape_.page_size) != b->pages.end()) return false;
   if (same_record(a->tokens, ap, b->tokens, position)) return false;
+  // Never a slot that is a seed or a target of this step's write: SPEC-CANARY §4 leaves that call's
+  // outcome open (hold_back_open_writes); another victim is tried at a later step.
+  if (step_seeds_.count(victim) || step_targets_.count(victim)) return false;
   auto& target = data_.tokens[static_cast<int>(Group::Target)];
   const std::int64_t intended = target.out_cache_loc[static_cast<std::size_t>(i)];
   target.out_cache_loc[static_cast<std::size_t>(i)] = victim;

@@ -140,6 +140,7 @@ class Engine {
   void finish_request(Request& request, bool aborted);
   void maybe_insert_cache_entry(const Request& request);
   void build_batch();
+  void hold_back_open_writes();
   std::int64_t slot_of(const Request& request, std::int64_t position) const;
   std::int64_t shared_template_tokens(int template_id) const;
 
@@ -193,6 +194,7 @@ class Engine {
   std::map<std::int64_t, Request> running_;  // by id, in admission order
   std::vector<std::int64_t> batch_;          // request ids of this step's batch rows
   std::vector<std::int64_t> batch_prefix_;   // their prefix at the step's start
+  std::set<std::int64_t> step_seeds_, step_targets_;  // the target group's seeds and targets of the step's write
   std::map<int, CacheEntry> cache_;          // by template id
   std::int64_t next_request_id_ = 1, next_cache_id_ = 1;
   std::int64_t arrivals_waiting_ = 0;

@@ -328,6 +328,30 @@ CANARY["step_out_of_range_slots"] = (
          write_plan={"write_offsets": [0, 1, 0], "write_seed_slot_indices": [9], "write_num_valid_reqs": 1}))
 
 # ---- sequences: each case takes the canary_buffer the previous one printed ----
+# SPEC-CANARY 4 leaves these write calls' outcome open: `check` must accept every outcome it allows, whatever
+# order a parallel backend's requests take (no "_expected": the output is not unique).
+OPEN = {}
+OPEN["seed_is_another_requests_target"] = (
+    "4: request 1's seed slot 4 is request 0's target in the same call: request 1 chains to slot 4's record "
+    "before or after request 0's store, either is allowed (issue 19, ~1 check in 5 said DISAGREE on OpenMP)",
+    write_case([[0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0], [9, 47, 0, 0]], wplan([0, 1, 2], [-1, 4]),
+               [7, 8], [239, 48], [4, 2]))
+# Many requests each seeded on another's target, in both directions, so that two threads cannot both keep
+# the serial order.
+_pairs = 24
+_buffer = [[0, 0, 0, 0]] + [[100 + s, 10 + s, 0, 0] for s in range(1, 2 * _pairs + 1)]
+_seeds = [-1] * (2 * _pairs)
+_slots = []
+for _r in range(2 * _pairs):
+    _slots.append(_r + 1)  # request r stores slot r + 1
+for _p in range(_pairs):
+    _seeds[_p] = _pairs + _p + 1      # request p (first half) seeds on request pairs + p's target
+    _seeds[_pairs + _p] = _p + 1      # and request pairs + p on request p's
+OPEN["seeds_crossing_between_requests"] = (
+    "4: 48 requests, each seeded on a slot another request stores in the same call (in both directions)",
+    write_case(_buffer, wplan(list(range(2 * _pairs + 1)), _seeds), [500 + r for r in range(2 * _pairs)],
+               [11 + s for s in _slots], _slots))
+
 SEQUENCES = {}
 
 b = empty(43)
