@@ -15,4 +15,5 @@
 #include "test_report_reader.hpp"
 #include "test_canary_facts.hpp"
 #include "test_canary_differential.hpp"
+#include "test_write_targets.hpp"
 #include "test_write_outcomes.hpp"
