@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR
+# check-python.sh — build and install the Python package from this checkout and run its tests.
+#
+#   scripts/check-python.sh [PYTEST ARGS...]
+#   scripts/check-python.sh --help      this text
+#
+# 1. Dependencies: the C++ ones (scripts/setup-deps.sh cpu: the PIC Kokkos in ~/.cache/kokkos-deps), and
+#    Debian's python3-venv, python3-numpy, python3-pytest and python3-torch (torch 1.13, CPU) for
+#    /usr/bin/python3, installed only when missing;
+# 2. a virtual environment build-py/venv over Debian's python3 (--system-site-packages: numpy, pytest,
+#    torch) with nanobind and scikit-build-core from PyPI (the build backend; kvcanary needs neither
+#    at run time);
+# 3. the original system (sglang 0.5.23, its kv_canary references and test helpers) in a cache
+#    (scripts/deps/setup-sglang-original.sh);
+# 4. `pip install --no-build-isolation .` into that environment (the extension builds in build/py-*/);
+# 5. pytest over unit_tests/python: the API on numpy over every host backend, the SGLang drop-in, and the
+#    byte-for-byte differential suite against the original (KVCANARY_DIFF_CASES cases per stage, default
+#    1,000). GPU tests are skipped here (no CUDA device).
+# Environment: JOBS (default: nproc), KVCANARY_DIFF_CASES.
+set -euo pipefail
+KV_SCRIPT=check-python
+# shellcheck source=lib/common.sh
+source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/lib/common.sh"
+
+for arg in "$@"; do case $arg in -h|--help) kv_usage; exit 0 ;; esac; done
+
+kv_log "dependencies"
+kv_deps cpu
+PACKAGES=(python3-venv python3-numpy python3-pytest python3-torch)
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=; [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  kv_log "installing: ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+fi
+
+VENV=$KV_ROOT/build-py/venv
+if [ ! -x "$VENV/bin/python" ]; then
+  kv_log "virtual environment $VENV (Debian's python3)"
+  /usr/bin/python3 -m venv --system-site-packages "$VENV"
+fi
+"$VENV/bin/python" -c "import nanobind, scikit_build_core" 2>/dev/null \
+  || "$VENV/bin/pip" install --quiet --disable-pip-version-check nanobind==3.1.0 scikit-build-core==1.1.2 >&2
+
+kv_log "the original system (sglang 0.5.23)"
+SGLANG_ROOT=$("$KV_ROOT/scripts/deps/setup-sglang-original.sh" "$VENV/bin/pip")
+
+kv_log "pip install . (Kokkos: $KOKKOS_PREFIX)"
+CMAKE_PREFIX_PATH=$KOKKOS_PREFIX CMAKE_BUILD_PARALLEL_LEVEL=$JOBS \
+  "$VENV/bin/pip" install --quiet --disable-pip-version-check --no-build-isolation "$KV_ROOT" >&2 \
+  || kv_die "pip install . failed"
+
+kv_log "pytest"
+cd "$KV_ROOT/unit_tests/python"
+OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} KVCANARY_SGLANG_ROOT=$SGLANG_ROOT KVCANARY_REQUIRE_ORIGINAL=1 \
+  "$VENV/bin/python" -m pytest -q -p no:cacheprovider "$@" .
