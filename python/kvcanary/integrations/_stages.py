@@ -64,6 +64,9 @@ class StageGroup:
         self.lut = (torch.arange(num_slots, dtype=torch.int64, device=device) if self.sliding else None)
         self.token_staging = torch.zeros((3, max_tokens), dtype=torch.int64, device=device)
         self.kinds = _KINDS[self.sliding]
+        # Host arrays: Serial. Engines call from their own threads, and Kokkos 3.4's OpenMP backend only runs
+        # from the thread that initialized it ("in parallel or not initialized"); see docs/transformers.md.
+        self.backend = "serial" if getattr(device, "type", device) == "cpu" else None
 
     def head(self, *, req_pool_indices, prefix_lens, extend_seq_lens, valid_lens) -> None:
         """Plan this step and verify every slot the batch reads against both canary buffers."""
@@ -71,9 +74,9 @@ class StageGroup:
                       req_to_token=self.req_to_token, verify_plan=self.verify_plan, write_plan=self.write_plan,
                       status=self.status, workspace=self.workspace, swa_window_size=self.swa_window_size,
                       full_to_swa_index_mapping=self.lut, req_to_verify_expected_tokens=self.expected_tokens,
-                      req_to_verify_expected_tokens_valid_lens=valid_lens)
+                      req_to_verify_expected_tokens_valid_lens=valid_lens, backend=self.backend)
         kvcanary.verify(verify_plan=self.verify_plan, buffer=self.buffers, ring=self.ring,
-                        kernel_kind=[self.kinds[0], self.kinds[1]], real_kv=self.real_kv)
+                        kernel_kind=[self.kinds[0], self.kinds[1]], real_kv=self.real_kv, backend=self.backend)
 
     def tail(self, *, input_ids, positions, out_cache_loc) -> None:
         """Stamp the step's tokens into both buffers, with the real-KV fingerprint of the bytes just written."""
@@ -85,7 +88,7 @@ class StageGroup:
         for buf, kind, rkv in zip(self.buffers, self.kinds[2:], self.real_kv):
             kvcanary.write(write_plan=self.write_plan, input_ids=st[0], positions=st[1], out_cache_loc=st[2],
                            buffer=buf, ring=self.ring, chain_position_assert=self.chain_position_assert,
-                           kernel_kind=kind, real_kv=rkv)
+                           kernel_kind=kind, real_kv=rkv, backend=self.backend)
 
     def copy_slots(self, src, dst) -> None:
         """Move records with the engine's own cache copies (forks, restores): rows dst <- rows src."""

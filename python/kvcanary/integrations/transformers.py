@@ -41,7 +41,9 @@ class CanaryConfig:
     real_kv: 'all' (every byte of a slot's K/V row), 'partial' (its first 16 bytes) or 'none'.
     real_kv_layers: indices within a layer group whose cache tensors are fingerprinted (at most 4; default:
     first, last and two between). max_context / max_requests: the canary's page-table rows (default: the
-    cache's pages and min(blocks, 256))."""
+    cache's pages and min(blocks, 256)). per_step: read the rings after every step, so that each violation
+    carries its step and requests (one host read per step; False defers everything to report(), e.g. to
+    measure overhead, and leaves step and requests unknown)."""
 
     mode: str = "log"
     real_kv: str = "all"
@@ -49,6 +51,7 @@ class CanaryConfig:
     max_context: Optional[int] = None
     max_requests: Optional[int] = None
     ring_capacity: int = 4096
+    per_step: bool = True
     sink: Optional[Callable[[str], None]] = None
 
     def __post_init__(self):
@@ -199,7 +202,7 @@ class Handle:
         self._step = 0
         self._attached = True
         self._last = None                     # the last step's mapping, for attribution
-        self.on_step: Optional[Callable] = None  # on_step(step, requests) for tools (fault injection): pre-forward
+        self.on_step: Optional[Callable] = None  # on_step(step, mapping, batch_data), pre-forward: for tools
 
     # -- public --
     def report(self) -> CanaryReport:
@@ -311,14 +314,14 @@ class Handle:
             mapping = dict(step=step, rids=rids, rows=rows, past=past, q=q, cu_q=cu_q, fast=fast,
                            rows_t=rows_t, past_t=past_t)
             if self.on_step is not None:
-                self.on_step(step, mapping)
+                self.on_step(step, mapping, bd)
             for g, group in enumerate(self._groups):
                 self._fill_rows(group, g, bd, mapping)
                 group.head(req_pool_indices=rows_t, prefix_lens=past_t, extend_seq_lens=q_t, valid_lens=valid_t)
                 w = group.swa_window_size
                 self._report.verified_slots += sum(min(p, w) if w else p for p in past)
             self._last = mapping
-            if self.config.mode != "none":
+            if self.config.per_step:
                 self._pump(step, mapping)
             return mapping
 
@@ -339,7 +342,7 @@ class Handle:
                 group.tail(input_ids=ids, positions=pos, out_cache_loc=loc)
                 mapping["loc"].append(loc)
                 self._report.written_slots += total
-            if self.config.mode != "none":
+            if self.config.per_step:
                 self._pump(mapping["step"], mapping)
 
     def _fill_expected(self, futures, rids, rows, past) -> List[int]:
@@ -453,10 +456,14 @@ class Handle:
         if m is not None:
             if KernelKind(kind).name.startswith("HEAD"):
                 rtt = group.req_to_token[m["rows_t"]].cpu()
+                exp = group.expected_tokens[m["rows_t"]].cpu()
                 w = group.swa_window_size
                 for i, (rid, p) in enumerate(zip(m["rids"], m["past"])):
                     lo = max(0, p - w) if w else 0
-                    hits = (rtt[i, lo:p] == slot).nonzero().flatten().tolist()
+                    hits = [lo + h for h in (rtt[i, lo:p] == slot).nonzero().flatten().tolist()]
+                    if etok != -1:  # the reader whose expected token the row carries
+                        hits = [h for h in hits if int(exp[i, h]) == etok]
+                    hits = [h - lo for h in hits]
                     if hits:
                         rids.append(rid)
                         positions.extend(lo + h for h in hits)

@@ -1,0 +1,303 @@
+"""Real bugs planted in HF transformers' continuous batching at run time (its BlockManager, block tables and cache
+tensors are patched or edited; kvcanary's own code is never touched), each with its ground truth: the request that
+will read corrupted KV and the first engine step whose pre-forward state holds the corruption where that request
+reads it — the step in which the canary must report it.
+
+    fault = KvByteFlip(at_step=5, which="k")
+    fault.install(handle)                 # uses handle.on_step to watch the engine and strike
+    model.generate_batch(...)
+    fault.expected_step, fault.victim     # ground truth, once struck
+    first = fault.first_detection(handle.report())
+
+Steps are the handle's (1-based count of guarded forwards). Used by the tests, the example and the scripts.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Optional
+
+from kvcanary import FailReason
+
+__all__ = ["Fault", "KvByteFlip", "BlockTableOverwrite", "DoubleAllocation", "UseAfterFree", "StalePrefixHit",
+           "ALL_FAULTS"]
+
+
+def _slot(cache, rid: str, position: int) -> int:
+    bs = cache.block_size
+    return cache.group_cache_managers[0].block_table[rid][position // bs] * bs + position % bs
+
+
+class Fault:
+    """Base: subclasses strike in strike(); ground truth is (victim, expected_step, reasons)."""
+
+    name = "fault"
+    expected_reasons = 0  # bits that must be among the reported ones (0: any)
+
+    def __init__(self, at_step: int = 5, seed: int = 0):
+        self.at_step = at_step
+        self.rng = random.Random(seed)
+        self.struck_step: Optional[int] = None
+        self.victim: Optional[str] = None
+        self.victim_min_past: Optional[int] = None  # the victim reads the corruption once its past exceeds this
+        self.armed_step: Optional[int] = None       # first step whose pre-forward state holds the corruption
+        self.expected_step: Optional[int] = None
+        self.detail = ""
+        self.handle = None
+
+    def install(self, handle) -> "Fault":
+        self.handle = handle
+        previous = handle.on_step
+
+        def on_step(step, m, bd):
+            if previous is not None:
+                previous(step, m, bd)
+            self._watch(step, m, bd)
+
+        handle.on_step = on_step
+        return self
+
+    def _watch(self, step, m, bd):
+        if self.struck_step is None and step >= self.at_step:
+            if self.strike(step, m, bd):
+                self.struck_step = step
+        self.track(step, m, bd)
+        if (self.expected_step is None and self.armed_step is not None and step >= self.armed_step
+                and self.victim in m["rids"]):
+            i = m["rids"].index(self.victim)
+            if m["past"][i] > self.victim_min_past:
+                self.expected_step = step
+
+    def strike(self, step, m, bd) -> bool:
+        raise NotImplementedError
+
+    def track(self, step, m, bd) -> None:
+        pass
+
+    # helpers
+    def _cache(self):
+        return self.handle._cache
+
+    def _long_runner(self, m, min_past):
+        """A request of this batch with at least min_past tokens cached, preferring one with much left to do."""
+        cands = [(p, rid) for rid, p in zip(m["rids"], m["past"]) if p >= min_past]
+        return self.rng.choice(cands)[1] if cands else None
+
+    def first_detection(self, report):
+        """The first violation that names the victim (None when the canary missed it)."""
+        for v in report.violations:
+            if self.victim in v.request_ids:
+                return v
+        return None
+
+    def check(self, report) -> str:
+        """'' when the canary reported the victim at the expected step with the expected reasons, else why not."""
+        if self.expected_step is None:
+            return f"{self.name}: never became readable (struck at {self.struck_step}, victim {self.victim})"
+        v = self.first_detection(report)
+        if v is None:
+            return f"{self.name}: missed (victim {self.victim}, expected at step {self.expected_step})"
+        if v.step != self.expected_step:
+            return f"{self.name}: found at step {v.step}, expected {self.expected_step}"
+        if self.expected_reasons and not (v.reasons & self.expected_reasons):
+            return f"{self.name}: reasons {v.reason_names}, expected {FailReason(self.expected_reasons)!r}"
+        earlier = [x for x in report.violations if x.step is not None and x.step < self.expected_step]
+        if earlier:
+            return f"{self.name}: {len(earlier)} violations before the fault was readable: {earlier[0]}"
+        return ""
+
+
+class KvByteFlip(Fault):
+    """One bit flipped in a key (or value) cache tensor of a fingerprinted layer, at a slot a running request has
+    written and reads again: readable at once (this step's pre-forward state)."""
+
+    name = "flipped byte in the K/V cache"
+    expected_reasons = FailReason.VERIFY_REAL_KV_HASH
+
+    def __init__(self, at_step=5, seed=0, which="k", layer=0):
+        super().__init__(at_step, seed)
+        self.which, self.layer = which, layer
+        self.name = f"flipped byte in the {which.upper()} cache"
+
+    def strike(self, step, m, bd):
+        rid = self._long_runner(m, 2)
+        if rid is None:
+            return False
+        cache = self._cache()
+        p = m["past"][m["rids"].index(rid)] // 2
+        slot = _slot(cache, rid, p)
+        t = (cache.key_cache if self.which == "k" else cache.value_cache)[self.layer]
+        row = t.view(t.shape[0], -1).view(__import__("torch").uint8)[slot]
+        col = self.rng.randrange(row.numel())
+        row[col] ^= 0x10
+        self.victim, self.victim_min_past, self.armed_step = rid, p, step
+        self.detail = f"slot {slot} (position {p} of {rid}) byte {col} of layer {self.layer}"
+        return True
+
+
+class BlockTableOverwrite(Fault):
+    """A request's block-table entry 0 overwritten with another running request's live block: readable from the
+    next step (this step's read indices were already built)."""
+
+    name = "block-table entry overwritten"
+
+    def strike(self, step, m, bd):
+        cache = self._cache()
+        bt = cache.group_cache_managers[0].block_table
+        bs = cache.block_size
+        for rid in m["rids"]:
+            mine = bt.get(rid, [])
+            if len(mine) < 2:
+                continue
+            others = [b for o in m["rids"] if o != rid for b in bt.get(o, [])[:-1] if b not in mine]
+            if others:
+                new = self.rng.choice(others)
+                self.detail = f"{rid} block 0: {mine[0]} -> {new}"
+                mine[0] = new
+                self.victim, self.victim_min_past, self.armed_step = rid, 0, step + 1
+                return True
+        return False
+
+
+class _StolenBlock(Fault):
+    """Base of faults that hand a victim's live block to the allocator: armed once another request writes into it."""
+
+    def __init__(self, at_step=5, seed=0):
+        super().__init__(at_step, seed)
+        self.block = None
+
+    def _victim_block(self, m):
+        cache = self._cache()
+        bm, bt, bs = cache._block_manager, cache.group_cache_managers[0].block_table, cache.block_size
+        for rid, p in sorted(zip(m["rids"], m["past"]), key=lambda x: -x[1]):
+            blocks = bt.get(rid, [])
+            for k, b in enumerate(blocks[:-1]):  # complete blocks: the victim will not rewrite them
+                blk = bm._id_to_block.get(b)
+                if (blk is None or blk.ref_count == 1) and (k + 1) * bs <= p:
+                    return rid, k, b
+        return None
+
+    def track(self, step, m, bd):
+        if self.block is None or self.armed_step is not None:
+            return
+        bs = self._cache().block_size
+        total = m["cu_q"][-1]
+        written = bd["write_index"][0][:total] if not m["fast"] else None
+        if written is None:
+            return
+        writers = set((written // bs).tolist())
+        cu = m["cu_q"]
+        for i, rid in enumerate(m["rids"]):
+            if rid != self.victim and self.block in set((written[cu[i]:cu[i + 1]] // bs).tolist()):
+                self.armed_step = step + 1
+                self.detail += f"; {rid} writes into it at step {step}"
+                return
+        del writers
+
+
+class DoubleAllocation(_StolenBlock):
+    """BlockManager.get_free_blocks hands out a block a running request still holds (it was never freed)."""
+
+    name = "block handed to two running requests"
+
+    def strike(self, step, m, bd):
+        found = self._victim_block(m)
+        if found is None:
+            return False
+        rid, k, b = found
+        bm = self._cache()._block_manager
+        original = bm.get_free_blocks
+
+        def get_free_blocks(n_blocks, last_block_id, shareable, group_id):
+            got = original(n_blocks, last_block_id, shareable, group_id)
+            if got:
+                bm._uninit_block_ids.appendleft(got[0])  # undo one allocation, hand out the victim's block
+                got[0] = b
+                del bm.get_free_blocks                   # once
+            return got
+
+        bm.get_free_blocks = get_free_blocks
+        self.block, self.victim, self.victim_min_past = b, rid, k * self._cache().block_size
+        self.detail = f"block {b} (block {k} of {rid}) allocated again"
+        return True
+
+
+class UseAfterFree(_StolenBlock):
+    """A running request's block freed behind its back (ref count dropped, block back on the free list) and then
+    allocated to another request, while the first one keeps reading it."""
+
+    name = "use after free"
+
+    def strike(self, step, m, bd):
+        found = self._victim_block(m)
+        if found is None:
+            return False
+        rid, k, b = found
+        bm = self._cache()._block_manager
+        blk = bm._id_to_block.get(b)
+        if blk is not None:
+            bm.decrease_ref_count(b)
+            if b in bm._init_block_ids:  # complete and hashed: evict it now, as a later allocation would
+                bm._init_block_ids.pop(b)
+                bm._hash_to_id.pop(blk.hash, None)
+                bm._id_to_block.pop(b, None)
+            else:
+                bm._uninit_block_ids.remove(b)
+        bm._uninit_block_ids.appendleft(b)  # next in line for the allocator
+        self.block, self.victim, self.victim_min_past = b, rid, k * self._cache().block_size
+        self.detail = f"block {b} (block {k} of {rid}) freed while in use"
+        return True
+
+
+class StalePrefixHit(Fault):
+    """BlockManager keeps a block's hash when it evicts the block (has_enough_free_blocks), so a later prompt with
+    the same prefix matches a block whose content now belongs to another request. Needs a workload that evicts
+    cached prefixes and then repeats one (tests: finish a prompt, fill the cache, send its prefix again)."""
+
+    name = "stale prefix-cache hit"
+
+    def __init__(self, at_step=1, seed=0):
+        super().__init__(at_step, seed)
+        self.evicted = {}   # block id -> hash kept by the bug
+        self.reused = set()
+
+    def strike(self, step, m, bd):
+        cache = self._cache()
+        bm = cache._block_manager
+        fault = self
+        orig_enough, orig_free = bm.has_enough_free_blocks, bm.get_free_blocks
+        orig_match = cache.search_prefix_match
+
+        def has_enough_free_blocks(n_blocks):
+            before = dict(bm._hash_to_id)
+            ok = orig_enough(n_blocks)
+            for h, b in before.items():
+                if h not in bm._hash_to_id:
+                    bm._hash_to_id[h] = b       # the bug: the evicted block stays matchable
+                    fault.evicted[b] = h
+            return ok
+
+        def get_free_blocks(n_blocks, last_block_id, shareable, group_id):
+            got = orig_free(n_blocks, last_block_id, shareable, group_id)
+            for b in got or []:
+                if b in fault.evicted:
+                    fault.reused.add(b)
+            return got
+
+        def search_prefix_match(request_id, prompt_ids):
+            n = orig_match(request_id, prompt_ids)
+            blocks = cache.group_cache_managers[0].block_table.get(request_id, [])
+            stale = [k for k, b in enumerate(blocks[: n // cache.block_size]) if b in fault.reused]
+            if stale and fault.victim is None:
+                fault.victim, fault.victim_min_past = request_id, stale[0] * cache.block_size
+                fault.armed_step = fault.handle.steps + 1
+                fault.detail = f"{request_id} matched block {blocks[stale[0]]} (its block {stale[0]}) after reuse"
+            return n
+
+        bm.has_enough_free_blocks = has_enough_free_blocks
+        bm.get_free_blocks = get_free_blocks
+        cache.search_prefix_match = search_prefix_match
+        return True
+
+
+ALL_FAULTS = (KvByteFlip, BlockTableOverwrite, DoubleAllocation, UseAfterFree, StalePrefixHit)
