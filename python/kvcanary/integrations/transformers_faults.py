@@ -185,14 +185,12 @@ class _StolenBlock(Fault):
         written = bd["write_index"][0][:total] if not m["fast"] else None
         if written is None:
             return
-        writers = set((written // bs).tolist())
         cu = m["cu_q"]
         for i, rid in enumerate(m["rids"]):
-            if rid != self.victim and self.block in set((written[cu[i]:cu[i + 1]] // bs).tolist()):
+            if self.block in set((written[cu[i]:cu[i + 1]] // bs).tolist()):
                 self.armed_step = step + 1
                 self.detail += f"; {rid} writes into it at step {step}"
                 return
-        del writers
 
 
 class DoubleAllocation(_StolenBlock):
@@ -205,18 +203,26 @@ class DoubleAllocation(_StolenBlock):
         if found is None:
             return False
         rid, k, b = found
-        bm = self._cache()._block_manager
-        original = bm.get_free_blocks
+        cache = self._cache()
+        bm = cache._block_manager
+        original, original_allocate = bm.get_free_blocks, cache.allocate_blocks
+        requester = []
+
+        def allocate_blocks(n_blocks, request_id, allocated_blocks):
+            requester[:] = [request_id]
+            return original_allocate(n_blocks, request_id, allocated_blocks)
 
         def get_free_blocks(n_blocks, last_block_id, shareable, group_id):
             got = original(n_blocks, last_block_id, shareable, group_id)
-            if got:
+            if got and requester and requester[0] != rid:
                 bm._uninit_block_ids.appendleft(got[0])  # undo one allocation, hand out the victim's block
                 got[0] = b
                 del bm.get_free_blocks                   # once
+                del cache.allocate_blocks
             return got
 
         bm.get_free_blocks = get_free_blocks
+        cache.allocate_blocks = allocate_blocks
         self.block, self.victim, self.victim_min_past = b, rid, k * self._cache().block_size
         self.detail = f"block {b} (block {k} of {rid}) allocated again"
         return True
@@ -285,6 +291,11 @@ class StalePrefixHit(Fault):
             return got
 
         def search_prefix_match(request_id, prompt_ids):
+            from transformers.generation.continuous_batching.cache_manager import Block
+
+            for b in fault.reused:  # the bug keeps the evicted block's record too: it looks in use, not free
+                if b not in bm._id_to_block:
+                    bm._id_to_block[b] = Block(b, None, 0)
             n = orig_match(request_id, prompt_ids)
             blocks = cache.group_cache_managers[0].block_table.get(request_id, [])
             stale = [k for k, b in enumerate(blocks[: n // cache.block_size]) if b in fault.reused]
