@@ -148,35 +148,12 @@ def test_engine_fault_caught_in_the_step_it_becomes_readable(llama, name):
 def test_stale_prefix_hit(llama):
     """A finished prompt's cached prefix block is evicted and handed to a long request; the bug keeps its hash, so
     the same prefix sent while that request runs matches a block that now holds the other request's KV."""
-    r = random.Random(7)
-    prefix = [r.randrange(1000) for _ in range(48)]
-    gc = GenerationConfig(max_new_tokens=8, do_sample=False, eos_token_id=-1)
-    cbc = ContinuousBatchingConfig(block_size=16, num_blocks=24, max_batch_tokens=128)
     config, lines = collecting()
     handle = kvt.attach(llama, config)
-    fault = faults.StalePrefixHit().install(handle)
-    manager = llama.init_continuous_batching(generation_config=gc, continuous_batching_config=cbc)
-    watch = handle.on_step
-
-    def send_again_once_reused(step, m, bd):  # from the engine's thread, so the timing is exact
-        watch(step, m, bd)
-        if fault.reused and "again" not in sent:
-            sent.append("again")
-            manager.add_request(prefix + [4, 5, 6], request_id="again", max_new_tokens=8)
-
-    sent = []
-    manager.start()
     try:
-        manager.add_request(prefix + [1, 2, 3], request_id="first", max_new_tokens=8)
-        assert manager.get_result(request_id="first", timeout=60) is not None
-        handle.on_step = send_again_once_reused
-        # 22 of the 24 blocks: the 21 never used, then first's last cached block (evicted, reused)
-        manager.add_request([r.randrange(1000) for _ in range(200)], request_id="filler", max_new_tokens=152)
-        assert manager.get_result(request_id="filler", timeout=120) is not None
-        assert manager.get_result(request_id="again", timeout=60) is not None
-    finally:
-        manager.stop(block=True, timeout=60)
+        fault = faults.run_stale_prefix_scenario(llama, handle)
         report = handle.report()
+    finally:
         handle.detach()
     assert fault.victim == "again", (fault.detail, fault.evicted, fault.reused)
     assert fault.check(report) == "", fault.detail

@@ -43,7 +43,9 @@ class CanaryConfig:
     first, last and two between). max_context / max_requests: the canary's page-table rows (default: the
     cache's pages and min(blocks, 256)). per_step: read the rings after every step, so that each violation
     carries its step and requests (one host read per step; False defers everything to report(), e.g. to
-    measure overhead, and leaves step and requests unknown)."""
+    measure overhead, and leaves step and requests unknown). timing: time the canary's work and the model's
+    step on the engine's stream (CUDA events; host clock on CPU) into handle.timings. guard=False: map the
+    steps but run no stage (the baseline of an overhead measurement)."""
 
     mode: str = "log"
     real_kv: str = "all"
@@ -52,6 +54,8 @@ class CanaryConfig:
     max_requests: Optional[int] = None
     ring_capacity: int = 4096
     per_step: bool = True
+    timing: bool = False
+    guard: bool = True
     sink: Optional[Callable[[str], None]] = None
 
     def __post_init__(self):
@@ -121,10 +125,19 @@ def _install_patches():
         handle = _HANDLES.get(id(model))
         if handle is None:
             return orig_compute(self, model, batch_data)
-        step = handle._before_forward(self, batch_data)
+        clock = handle._clock(self) if handle.config.timing else None
+        on_stream = handle._on_compute_stream(self)  # the canary runs in order with the forward, on its stream
+        t0 = clock() if clock else None
+        with on_stream():
+            step = handle._before_forward(self, batch_data)
+        t1 = clock() if clock else None
         orig_compute(self, model, batch_data)
+        t2 = clock() if clock else None
         if step is not None:
-            handle._after_forward(self, batch_data, step)
+            with on_stream():
+                handle._after_forward(self, batch_data, step)
+            if clock:
+                handle.timings.append((step["step"], step["cu_q"][-1], len(step["rids"]), t0, t1, t2, clock()))
 
     def copy_cache(self, list_source_blocks, list_forked_blocks):
         orig_copy(self, list_source_blocks, list_forked_blocks)
@@ -203,6 +216,46 @@ class Handle:
         self._attached = True
         self._last = None                     # the last step's mapping, for attribution
         self.on_step: Optional[Callable] = None  # on_step(step, mapping, batch_data), pre-forward: for tools
+        self.timings: list = []  # config.timing: (step, tokens, requests, t0, t1, t2, t3) per guarded step
+
+    @staticmethod
+    def _on_compute_stream(runner):
+        import contextlib
+
+        stream = runner.inputs_and_outputs.compute_stream
+        if stream is None:
+            return contextlib.nullcontext
+        import torch
+
+        return lambda: torch.cuda.stream(stream)
+
+    def _clock(self, runner):
+        """A timestamp on the engine's compute stream: CUDA events there, the host clock on CPU."""
+        import time
+
+        import torch
+
+        stream = runner.inputs_and_outputs.compute_stream
+        if not torch.cuda.is_available() or self.model.device.type != "cuda":
+            return time.perf_counter
+
+        def record():
+            e = torch.cuda.Event(enable_timing=True)
+            e.record(stream if stream is not None else torch.cuda.current_stream())
+            return e
+        return record
+
+    def step_times_ms(self):
+        """Per timed step: (step, tokens, requests, canary ms (before + after the forward), model step ms)."""
+        out = []
+        for step, tokens, reqs, t0, t1, t2, t3 in self.timings:
+            if isinstance(t0, float):
+                head, model, tail = (t1 - t0) * 1e3, (t2 - t1) * 1e3, (t3 - t2) * 1e3
+            else:
+                t3.synchronize()
+                head, model, tail = t0.elapsed_time(t1), t1.elapsed_time(t2), t2.elapsed_time(t3)
+            out.append((step, tokens, reqs, head + tail, model))
+        return out
 
     # -- public --
     def report(self) -> CanaryReport:
@@ -315,6 +368,8 @@ class Handle:
                            rows_t=rows_t, past_t=past_t)
             if self.on_step is not None:
                 self.on_step(step, mapping, bd)
+            if not self.config.guard:
+                return mapping
             for g, group in enumerate(self._groups):
                 self._fill_rows(group, g, bd, mapping)
                 group.head(req_pool_indices=rows_t, prefix_lens=past_t, extend_seq_lens=q_t, valid_lens=valid_t)
@@ -328,6 +383,8 @@ class Handle:
     def _after_forward(self, runner, bd, mapping):
         with _LOCK:
             if not self._attached:
+                return
+            if not self.config.guard:
                 return
             torch = self._torch
             total = mapping["cu_q"][-1]

@@ -312,3 +312,40 @@ class StalePrefixHit(Fault):
 
 
 ALL_FAULTS = (KvByteFlip, BlockTableOverwrite, DoubleAllocation, UseAfterFree, StalePrefixHit)
+
+
+def run_stale_prefix_scenario(model, handle, seed: int = 7) -> StalePrefixHit:
+    """The workload that makes a stale prefix hit possible, with the fault planted: a prompt finishes (its prefix
+    blocks stay cached), a long request needs 22 of 24 blocks (the allocator evicts and reuses the last cached one),
+    and the same prefix is sent while it runs (from the engine's thread, so the timing is exact)."""
+    from transformers import ContinuousBatchingConfig, GenerationConfig
+
+    r = random.Random(seed)
+    vocab = model.config.vocab_size
+    prefix = [r.randrange(vocab) for _ in range(48)]
+    fault = StalePrefixHit().install(handle)
+    manager = model.init_continuous_batching(
+        generation_config=GenerationConfig(max_new_tokens=8, do_sample=False, eos_token_id=-1),
+        continuous_batching_config=ContinuousBatchingConfig(block_size=16, num_blocks=24, max_batch_tokens=128))
+    watch, sent = handle.on_step, []
+
+    def send_again_once_reused(step, m, bd):
+        watch(step, m, bd)
+        if fault.reused and not sent:
+            sent.append(True)
+            manager.add_request(prefix + [4, 5, 6], request_id="again", max_new_tokens=8)
+
+    manager.start()
+    try:
+        manager.add_request(prefix + [1, 2, 3], request_id="first", max_new_tokens=8)
+        if manager.get_result(request_id="first", timeout=120) is None:
+            raise RuntimeError("stale prefix scenario: no result for 'first'")
+        handle.on_step = send_again_once_reused
+        manager.add_request([r.randrange(vocab) for _ in range(200)], request_id="filler", max_new_tokens=152)
+        for rid in ("filler", "again"):
+            if manager.get_result(request_id=rid, timeout=300) is None:
+                raise RuntimeError(f"stale prefix scenario: no result for {rid!r}")
+    finally:
+        manager.stop(block=True, timeout=60)
+        handle.on_step = watch
+    return fault
