@@ -257,6 +257,8 @@ _states: dict = {}
 
 
 def _state(device: torch.device) -> _StreamState:
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
     stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
     key = (device.type, device.index, stream)
     state = _states.get(key)

@@ -109,6 +109,14 @@ void require_running(int device_id) {
 // numpy arrays hold the results when the call returns); CUDA calls stay asynchronous on their stream.
 template <class F>
 void on_place(const Place& place, F&& f) {
+#ifdef KOKKOS_ENABLE_CUDA
+  // Starting Kokkos allocates and queries the device: never inside a capture.
+  if (place.cuda && !Kokkos::is_initialized() && !finalized_flag) {
+    DeviceGuard guard(place.device_id);
+    if (capturing(place.stream))
+      runtime("first use of kvcanary during CUDA-graph capture; run one call on the capture stream before capturing");
+  }
+#endif
   require_running(place.cuda ? place.device_id : -1);
   if (place.cuda) {
 #ifdef KOKKOS_ENABLE_CUDA
