@@ -26,18 +26,7 @@ source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/lib/common.sh"
 for arg in "$@"; do case $arg in -h|--help) kv_usage; exit 0 ;; esac; done
 
 kv_log "dependencies"
-kv_deps cpu
-PACKAGES=(python3-venv python3-numpy python3-pytest python3-torch)
-missing=()
-for p in "${PACKAGES[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  SUDO=; [ "$(id -u)" -eq 0 ] || SUDO=sudo
-  kv_log "installing: ${missing[*]}"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
-fi
+KVCANARY_EXTRA_PACKAGES="python3-venv python3-numpy python3-pytest python3-torch" kv_deps cpu
 
 VENV=$KV_ROOT/build-py/venv
 if [ ! -x "$VENV/bin/python" ]; then

@@ -105,6 +105,12 @@ void require_running(int device_id) {
   if (!Kokkos::is_initialized()) initialize(InitOptions{device_id, -1});
 }
 
+template <class Space, class F>
+void on_host(const Space& space, F& f) {
+  f(space, Kokkos::HostSpace{});
+  space.fence();
+}
+
 // Runs f(space, memory_space) on the place's backend. Host backends fence before returning (the caller's
 // numpy arrays hold the results when the call returns); CUDA calls stay asynchronous on their stream.
 template <class F>
@@ -132,32 +138,20 @@ void on_place(const Place& place, F&& f) {
 #endif
   }
   switch (place.backend) {
-    case Backend::Serial: {
+    case Backend::Serial:
 #ifdef KOKKOS_ENABLE_SERIAL
-      const Kokkos::Serial space;
-      f(space, Kokkos::HostSpace{});
-      space.fence();
-      return;
+      return on_host(Kokkos::Serial(), f);
 #else
       break;
 #endif
-    }
-    case Backend::OpenMP: {
+    case Backend::OpenMP:
 #ifdef KOKKOS_ENABLE_OPENMP
-      const Kokkos::OpenMP space;
-      f(space, Kokkos::HostSpace{});
-      space.fence();
-      return;
+      return on_host(Kokkos::OpenMP(), f);
 #else
       break;
 #endif
-    }
-    case Backend::Default: {
-      const Kokkos::DefaultHostExecutionSpace space;
-      f(space, Kokkos::HostSpace{});
-      space.fence();
-      return;
-    }
+    case Backend::Default:
+      return on_host(Kokkos::DefaultHostExecutionSpace(), f);
     case Backend::Cuda:
       throw std::invalid_argument("kvcanary: backend 'cuda' needs CUDA arrays, got host arrays");
   }
