@@ -6,8 +6,8 @@
 #   scripts/check-python.sh --help      this text
 #
 # 1. Dependencies: the C++ ones (scripts/setup-deps.sh cpu: the PIC Kokkos in ~/.cache/kokkos-deps), and
-#    Debian's python3-venv, python3-numpy, python3-pytest and python3-torch (torch 1.13, CPU) for
-#    /usr/bin/python3, installed only when missing;
+#    Debian's python3-venv, python3-dev, python3-numpy, python3-pytest and python3-torch (torch 1.13,
+#    CPU) for /usr/bin/python3, installed only when missing;
 # 2. a virtual environment build-py/venv over Debian's python3 (--system-site-packages: numpy, pytest,
 #    torch) with nanobind and scikit-build-core from PyPI (the build backend; kvcanary needs neither
 #    at run time);
@@ -26,26 +26,9 @@ source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/lib/common.sh"
 for arg in "$@"; do case $arg in -h|--help) kv_usage; exit 0 ;; esac; done
 
 kv_log "dependencies"
-kv_deps cpu
-PACKAGES=(python3-venv python3-numpy python3-pytest python3-torch)
-missing=()
-for p in "${PACKAGES[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  SUDO=; [ "$(id -u)" -eq 0 ] || SUDO=sudo
-  kv_log "installing: ${missing[*]}"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
-fi
-
-VENV=$KV_ROOT/build-py/venv
-if [ ! -x "$VENV/bin/python" ]; then
-  kv_log "virtual environment $VENV (Debian's python3)"
-  /usr/bin/python3 -m venv --system-site-packages "$VENV"
-fi
-"$VENV/bin/python" -c "import nanobind, scikit_build_core" 2>/dev/null \
-  || "$VENV/bin/pip" install --quiet --disable-pip-version-check nanobind==3.1.0 scikit-build-core==1.1.2 >&2
+KVCANARY_EXTRA_PACKAGES=$KV_PYTHON_PACKAGES kv_deps cpu
+kv_python_env
+VENV=$(dirname "$(dirname "$KV_PYTHON")")
 
 kv_log "the original system (sglang 0.5.23)"
 SGLANG_ROOT=$("$KV_ROOT/scripts/deps/setup-sglang-original.sh" "$VENV/bin/pip")

@@ -8,6 +8,7 @@ Importing kvcanary starts nothing (engines fork after import): Kokkos starts on 
 from __future__ import annotations
 
 import atexit as _atexit
+import sys as _sys
 from typing import Optional
 
 from . import _core
@@ -73,9 +74,10 @@ def prepare(stream=None, *, device=None) -> None:
     makes the stages' first launches; do one of them before torch.cuda.graph capture."""
     from . import _streams
 
-    index = 0 if device is None else getattr(device, "index", device)
-    if index is None:
-        index = 0
+    index = None if device is None else getattr(device, "index", device)
+    if index is None:  # torch's current device when torch is loaded, else device 0
+        torch = _sys.modules.get("torch")
+        index = torch.cuda.current_device() if torch is not None and torch.cuda.is_available() else 0
     _core.prepare_stream(int(index), _streams.resolve(stream, int(index)))
 
 

@@ -73,19 +73,8 @@ class RealKvHashMode(IntEnum):
     ALL = 2
 
 
-class CanaryLaunchTag(IntEnum):
-    HEAD_K_FULL = 0
-    HEAD_V_FULL = 1
-    TAIL_K_FULL = 2
-    TAIL_V_FULL = 3
-    SWEEP_K_FULL = 4
-    SWEEP_V_FULL = 5
-    HEAD_K_SWA = 6
-    HEAD_V_SWA = 7
-    TAIL_K_SWA = 8
-    TAIL_V_SWA = 9
-    SWEEP_K_SWA = 10
-    SWEEP_V_SWA = 11
+# The original's name for kvcanary's KernelKind: the same tags and values (SPEC-CANARY §1).
+CanaryLaunchTag = IntEnum("CanaryLaunchTag", [(k.name, int(k)) for k in _api.KernelKind], module=__name__)
 
 
 _U64: Final[int] = (1 << 64) - 1
@@ -257,6 +246,8 @@ _states: dict = {}
 
 
 def _state(device: torch.device) -> _StreamState:
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
     stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
     key = (device.type, device.index, stream)
     state = _states.get(key)

@@ -105,10 +105,24 @@ void require_running(int device_id) {
   if (!Kokkos::is_initialized()) initialize(InitOptions{device_id, -1});
 }
 
+template <class Space, class F>
+void on_host(const Space& space, F& f) {
+  f(space, Kokkos::HostSpace{});
+  space.fence();
+}
+
 // Runs f(space, memory_space) on the place's backend. Host backends fence before returning (the caller's
 // numpy arrays hold the results when the call returns); CUDA calls stay asynchronous on their stream.
 template <class F>
 void on_place(const Place& place, F&& f) {
+#ifdef KOKKOS_ENABLE_CUDA
+  // Starting Kokkos allocates and queries the device: never inside a capture.
+  if (place.cuda && !Kokkos::is_initialized() && !finalized_flag) {
+    DeviceGuard guard(place.device_id);
+    if (capturing(place.stream))
+      runtime("first use of kvcanary during CUDA-graph capture; run one call on the capture stream before capturing");
+  }
+#endif
   require_running(place.cuda ? place.device_id : -1);
   if (place.cuda) {
 #ifdef KOKKOS_ENABLE_CUDA
@@ -124,32 +138,20 @@ void on_place(const Place& place, F&& f) {
 #endif
   }
   switch (place.backend) {
-    case Backend::Serial: {
+    case Backend::Serial:
 #ifdef KOKKOS_ENABLE_SERIAL
-      const Kokkos::Serial space;
-      f(space, Kokkos::HostSpace{});
-      space.fence();
-      return;
+      return on_host(Kokkos::Serial(), f);
 #else
       break;
 #endif
-    }
-    case Backend::OpenMP: {
+    case Backend::OpenMP:
 #ifdef KOKKOS_ENABLE_OPENMP
-      const Kokkos::OpenMP space;
-      f(space, Kokkos::HostSpace{});
-      space.fence();
-      return;
+      return on_host(Kokkos::OpenMP(), f);
 #else
       break;
 #endif
-    }
-    case Backend::Default: {
-      const Kokkos::DefaultHostExecutionSpace space;
-      f(space, Kokkos::HostSpace{});
-      space.fence();
-      return;
-    }
+    case Backend::Default:
+      return on_host(Kokkos::DefaultHostExecutionSpace(), f);
     case Backend::Cuda:
       throw std::invalid_argument("kvcanary: backend 'cuda' needs CUDA arrays, got host arrays");
   }

@@ -408,3 +408,11 @@ def test_host_calls_release_the_gil():
     """)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split()[:2] == ["True", "True"], result.stdout
+
+
+def test_a_misaligned_array_is_refused():
+    raw = np.zeros(8 * 4 + 4, np.uint8)
+    misaligned = np.frombuffer(raw.data, dtype=np.int64, count=4, offset=4)
+    assert misaligned.ctypes.data % 8 != 0
+    with pytest.raises(ValueError, match=r"kvcanary\.plan: prefix_lens is not aligned to its element size"):
+        kc.plan(**good_plan_args(prefix_lens=misaligned[:1]))

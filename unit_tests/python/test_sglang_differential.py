@@ -55,12 +55,14 @@ def i64(values):
 
 
 def equal(name, a, b, seed):
+    a = a.cpu()
     assert a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b), (
         f"case {seed}: {name} differs\n kvcanary: {a.tolist()}\n original: {b.tolist()}")
 
 
 def check_ring(kv, ref, ref_all_rows, seed):
     """kv / ref: (ring, write_index, slot_run_counter, kernel_run_counter)."""
+    kv = [t.cpu() for t in kv]
     equal("violation_write_index", kv[1], ref[1], seed)
     equal("slot_run_counter", kv[2], ref[2], seed)
     equal("kernel_run_counter", kv[3], ref[3], seed)
@@ -93,21 +95,26 @@ class Log:
         return [t.clone() for t in self.tensors], self.flag.clone()
 
 
-def contexts(log, buf, kind, sources, mode):
-    """(kvcanary context, original context, kv tensors, ref tensors, ref tensors with a big ring)."""
+def on(device, value):
+    return value.to(device) if isinstance(value, torch.Tensor) else value
+
+
+def contexts(log, buf, kind, sources, mode, device=CPU):
+    """(kvcanary context on `device`, original context, original context with a big ring) on one input."""
     out = []
     for module in (K, O.verify, O.verify):
         (ring, index, srun, krun), flag = log.clone()
+        dev = device if module is K else CPU
         if len(out) == 2:  # the reference again, with room for every row (the overflow check)
             ring = torch.zeros((ring.shape[0] + 4096, 8), dtype=torch.int64)
         src_cls = K.RealKvSource if module is K else O.verify.RealKvSource
-        srcs = tuple(src_cls(tensor=s.tensor, page_size=s.page_size, num_bytes_per_token=s.num_bytes_per_token,
+        srcs = tuple(src_cls(tensor=on(dev, s.tensor), page_size=s.page_size, num_bytes_per_token=s.num_bytes_per_token,
                              read_bytes=s.read_bytes) for s in sources)
         ctx = module.VerifyOrWriteContext(
-            canary_buf=buf.clone(), kernel_kind=module.CanaryLaunchTag(kind), violation_ring=ring,
-            violation_write_index=index, slot_run_counter=srun, kernel_run_counter=krun, real_kv_sources=srcs,
-            real_kv_hash_mode=(K.RealKvHashMode if module is K else O.consts.RealKvHashMode)(mode),
-            enable_chain_position_assert=flag)
+            canary_buf=on(dev, buf.clone()), kernel_kind=module.CanaryLaunchTag(kind), violation_ring=on(dev, ring),
+            violation_write_index=on(dev, index), slot_run_counter=on(dev, srun), kernel_run_counter=on(dev, krun),
+            real_kv_sources=srcs, real_kv_hash_mode=(K.RealKvHashMode if module is K else O.consts.RealKvHashMode)(mode),
+            enable_chain_position_assert=on(dev, flag))
         out.append(ctx)
     return out
 
@@ -184,8 +191,8 @@ def plan_outputs(rng, vcap, wcap):
         poison(rng, (wcap,), torch.int64), poison(rng, (1,), torch.int32)]
 
 
-def plan_pair(outputs, module_v, module_w):
-    t = [x.clone() for x in outputs]
+def plan_pair(outputs, module_v, module_w, device=CPU):
+    t = [x.clone().to(device) for x in outputs]
     return (module_v.VerifyPlan(verify_slot_indices=t[0], verify_expected_tokens=t[1], verify_expected_positions=t[2],
                                 verify_prev_slot_indices=t[3], verify_num_valid=t[4], enable=t[5]),
             module_w.WritePlan(write_offsets=t[6], write_seed_slot_indices=t[7], write_num_valid_reqs=t[8]))
@@ -203,19 +210,24 @@ def compare_plans(kv, ref, seed):
         equal(name, getattr(kv[1], name), getattr(ref[1], name), seed)
 
 
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("chunk", range(CHUNKS))
-def test_plan_matches_original(chunk):
+def test_plan_matches_original(chunk, device):
     for seed in cases(chunk):
         rng = random.Random(1_000_000 + seed)
         inputs, wcap = plan_inputs(rng)
         outputs = plan_outputs(rng, inputs["verify_capacity"], wcap)
-        kv = plan_pair(outputs, K, K)
+        kv = plan_pair(outputs, K, K, device)
         ref = plan_pair(outputs, O.verify, O.write)
-        K.launch_canary_plan_kernels(verify_plan_out=kv[0], write_plan_out=kv[1], **inputs)
+        K.launch_canary_plan_kernels(verify_plan_out=kv[0], write_plan_out=kv[1],
+                                     **{k: on(device, v) for k, v in inputs.items()})
         O.plan_ref.launch_canary_plan_kernels_torch_reference(verify_plan_out=ref[0], write_plan_out=ref[1],
                                                               **inputs)
         compare_plans(kv, ref, seed)
-        assert K.last_plan_status() == (0, -1), f"case {seed}: kvcanary flagged a good batch"
+        assert K.last_plan_status(torch.device(device)) == (0, -1), f"case {seed}: kvcanary flagged a good batch"
 
 
 # ---------------------------------------------------------------- write
@@ -257,8 +269,9 @@ def write_case(rng):
     return locals()
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("chunk", range(CHUNKS))
-def test_write_matches_original(chunk):
+def test_write_matches_original(chunk, device):
     for seed in cases(chunk):
         rng = random.Random(2_000_000 + seed)
         c = write_case(rng)
@@ -269,15 +282,15 @@ def test_write_matches_original(chunk):
         sources, mode = real_kv(rng, c["num_slots"])
         log = Log(rng, rng.choice([0, 1, 4, 64]))
         kind = rng.randrange(12)
-        kvc, refc, allc = contexts(log, c["buf"], kind, sources, mode)
+        kvc, refc, allc = contexts(log, c["buf"], kind, sources, mode, device)
         tensors = dict(input_ids=i64(c["ids"]), positions=i64(c["positions"]), out_cache_loc=i64(c["loc"]),
                        enable_write_input_assert=c["assert_input"],
                        expected_input_tokens=i64(c["exp_ids"]) if c["assert_input"] else None,
                        expected_input_positions=i64(c["exp_pos"]) if c["assert_input"] else None)
-        kv_plan = K.WritePlan(write_offsets=plan.write_offsets.clone(),
-                              write_seed_slot_indices=plan.write_seed_slot_indices.clone(),
-                              write_num_valid_reqs=plan.write_num_valid_reqs.clone())
-        K.launch_canary_write_kernel(context=kvc, plan=kv_plan, **tensors)
+        kv_plan = K.WritePlan(write_offsets=plan.write_offsets.clone().to(device),
+                              write_seed_slot_indices=plan.write_seed_slot_indices.clone().to(device),
+                              write_num_valid_reqs=plan.write_num_valid_reqs.clone().to(device))
+        K.launch_canary_write_kernel(context=kvc, plan=kv_plan, **{k: on(device, v) for k, v in tensors.items()})
         O.write_ref.launch_canary_write_kernel_torch_reference(context=refc, plan=plan, **tensors)
         O.write_ref.launch_canary_write_kernel_torch_reference(context=allc, plan=plan, **tensors)
         equal("canary_buf", kvc.canary_buf, refc.canary_buf, seed)
@@ -332,23 +345,24 @@ def verify_case(rng):
     return buf, entries + tail, num_valid, enable, rng.random() < 0.7
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("chunk", range(CHUNKS))
-def test_verify_matches_original(chunk):
+def test_verify_matches_original(chunk, device):
     for seed in cases(chunk):
         rng = random.Random(3_000_000 + seed)
         buf, rows, num_valid, enable, check_token = verify_case(rng)
         sources, mode = real_kv(rng, buf.shape[0])
         log = Log(rng, rng.choice([0, 1, 4, 64]))
-        kvc, refc, allc = contexts(log, buf, rng.randrange(12), sources, mode)
+        kvc, refc, allc = contexts(log, buf, rng.randrange(12), sources, mode, device)
         cap = max(len(rows), 1)
         columns = [i64([r[k] for r in rows] or [0]) for k in (0, 3, 1, 2)]
         plans = []
-        for module in (K, O.verify):
+        for module, dev in ((K, device), (O.verify, CPU)):
             plans.append(module.VerifyPlan(
-                verify_slot_indices=columns[0].clone(), verify_expected_tokens=columns[1].clone(),
-                verify_expected_positions=columns[2].clone(), verify_prev_slot_indices=columns[3].clone(),
-                verify_num_valid=torch.tensor([num_valid], dtype=torch.int32),
-                enable=torch.tensor([enable], dtype=torch.int32)))
+                verify_slot_indices=columns[0].to(dev), verify_expected_tokens=columns[1].to(dev),
+                verify_expected_positions=columns[2].to(dev), verify_prev_slot_indices=columns[3].to(dev),
+                verify_num_valid=torch.tensor([num_valid], dtype=torch.int32, device=dev),
+                enable=torch.tensor([enable], dtype=torch.int32, device=dev)))
         assert plans[0].verify_slot_indices.shape[0] == cap
         K.launch_canary_verify_kernel(context=kvc, plan=plans[0], check_verify_expected_token=check_token)
         O.verify_ref.launch_canary_verify_kernel_torch_reference(context=refc, plan=plans[1],
@@ -363,13 +377,14 @@ def test_verify_matches_original(chunk):
 
 # ---------------------------------------------------------------- chains: plan -> verify -> write, step after step
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("chunk", range(CHUNKS))
-def test_chains_match_original(chunk):
+def test_chains_match_original(chunk, device):
     for seed in cases(chunk):
-        run_chain(random.Random(4_000_000 + seed), seed)
+        run_chain(random.Random(4_000_000 + seed), seed, device)
 
 
-def run_chain(rng, seed):
+def run_chain(rng, seed, device=CPU):
     max_reqs, max_seq_len = rng.randint(2, 5), rng.randint(4, 24)
     rtt = F.make_req_to_token(kind=rng.choice(["linear", "sparse_permuted"]), max_reqs=max_reqs,
                               max_seq_len=max_seq_len, device=CPU, rng=rng)
@@ -384,10 +399,11 @@ def run_chain(rng, seed):
     sources, mode = real_kv(rng, num_slots)
     log = Log(rng, rng.choice([4, 64, 256]))
     log.flag.fill_(1)
-    kvc, refc, allc = contexts(log, torch.zeros((num_slots, 32), dtype=torch.uint8), rng.randrange(12), sources, mode)
+    kvc, refc, allc = contexts(log, torch.zeros((num_slots, 32), dtype=torch.uint8), rng.randrange(12), sources, mode,
+                               device)
     vcap, wcap = 8 * max_seq_len, 8
     outputs = plan_outputs(rng, vcap, wcap)
-    kv_plans, ref_plans = plan_pair(outputs, K, K), plan_pair(outputs, O.verify, O.write)
+    kv_plans, ref_plans = plan_pair(outputs, K, K, device), plan_pair(outputs, O.verify, O.write)
     lengths = [0] * max_reqs
     for step in range(rng.randint(2, 5)):
         live = [rp for rp in range(1, max_reqs) if lengths[rp] < max_seq_len]
@@ -408,7 +424,8 @@ def run_chain(rng, seed):
                       swa_window_size=swa, full_to_swa_index_mapping=lut, verify_capacity=vcap,
                       req_to_verify_expected_tokens=tokens, req_to_verify_expected_tokens_valid_lens=valid,
                       kv_token_id_vs_position_offset=offset)
-        K.launch_canary_plan_kernels(verify_plan_out=kv_plans[0], write_plan_out=kv_plans[1], **inputs)
+        K.launch_canary_plan_kernels(verify_plan_out=kv_plans[0], write_plan_out=kv_plans[1],
+                                     **{k: on(device, v) for k, v in inputs.items()})
         O.plan_ref.launch_canary_plan_kernels_torch_reference(verify_plan_out=ref_plans[0],
                                                               write_plan_out=ref_plans[1], **inputs)
         compare_plans(kv_plans, ref_plans, seed)
@@ -431,7 +448,7 @@ def run_chain(rng, seed):
         ids, pos, loc = ids + [0] * tail, pos + [0] * tail, loc + [-1] * tail
         write = dict(input_ids=i64(ids or [0]), positions=i64(pos or [0]), out_cache_loc=i64(loc or [-1]),
                      enable_write_input_assert=False, expected_input_tokens=None, expected_input_positions=None)
-        K.launch_canary_write_kernel(context=kvc, plan=kv_plans[1], **write)
+        K.launch_canary_write_kernel(context=kvc, plan=kv_plans[1], **{k: on(device, v) for k, v in write.items()})
         for ctx in (refc, allc):
             O.write_ref.launch_canary_write_kernel_torch_reference(context=ctx, plan=ref_plans[1], **write)
         equal(f"step {step} canary_buf", kvc.canary_buf, refc.canary_buf, seed)

@@ -160,3 +160,21 @@ def test_tensor_that_requires_grad_is_used_in_place_or_named():
         assert "requires grad" in str(e)
     else:
         assert buf.num_slots == 4 and buf.records is t
+
+
+def test_an_engine_process_exits_quietly():
+    # Module-level state (per-stream status, bound objects) is gone before Kokkos finalizes: no message.
+    import subprocess
+    import sys
+
+    code = ("import torch, kvcanary.sglang as s\n"
+            "vp = s.VerifyPlan.allocate(verify_capacity=16, device=torch.device('cpu'))\n"
+            "wp = s.WritePlan.allocate(write_req_capacity=4, device=torch.device('cpu'))\n"
+            "s.launch_canary_plan_kernels(verify_plan_out=vp, write_plan_out=wp, req_pool_indices=torch.tensor([2]),"
+            " prefix_lens=torch.tensor([3]), extend_seq_lens=torch.tensor([1]),"
+            " req_to_token=torch.arange(64, dtype=torch.int32).reshape(4, 16), swa_window_size=0,"
+            " full_to_swa_index_mapping=None, verify_capacity=16, req_to_verify_expected_tokens=None,"
+            " req_to_verify_expected_tokens_valid_lens=None, kv_token_id_vs_position_offset=0)\n"
+            "print(vp.verify_num_valid.item())\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert (result.returncode, result.stdout.strip(), result.stderr) == (0, "3", "")
