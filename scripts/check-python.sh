@@ -33,10 +33,7 @@ VENV=$(dirname "$(dirname "$KV_PYTHON")")
 kv_log "the original system (sglang 0.5.23)"
 SGLANG_ROOT=$("$KV_ROOT/scripts/deps/setup-sglang-original.sh" "$VENV/bin/pip")
 
-kv_log "pip install . (Kokkos: $KOKKOS_PREFIX)"
-CMAKE_PREFIX_PATH=$KOKKOS_PREFIX CMAKE_BUILD_PARALLEL_LEVEL=$JOBS \
-  "$VENV/bin/pip" install --quiet --disable-pip-version-check --no-build-isolation "$KV_ROOT" >&2 \
-  || kv_die "pip install . failed"
+kv_pip_install_self "$VENV/bin/pip"
 
 kv_log "pytest"
 cd "$KV_ROOT/unit_tests/python"

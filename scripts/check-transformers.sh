@@ -56,10 +56,7 @@ assert torch.__version__.startswith('$TORCH') and transformers.__version__ == '$
     || kv_die "torch $TORCH does not run in $VENV"
 fi
 
-kv_log "pip install . (Kokkos: $KOKKOS_PREFIX)"
-CMAKE_PREFIX_PATH=$KOKKOS_PREFIX CMAKE_BUILD_PARALLEL_LEVEL=$JOBS \
-  "$VENV/bin/pip" install --quiet --disable-pip-version-check --no-build-isolation "$KV_ROOT" >&2 \
-  || kv_die "pip install . failed"
+kv_pip_install_self "$VENV/bin/pip"
 
 kv_log "pytest"
 cd "$KV_ROOT/unit_tests/python"

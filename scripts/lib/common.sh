@@ -10,6 +10,8 @@
 #   kv_python_env              a venv over Debian's python3 in build-py/venv (--system-site-packages) with
 #                              nanobind and scikit-build-core, for building the Python extension; sets
 #                              KV_PYTHON to its python (apt: KV_PYTHON_PACKAGES, through kv_deps)
+#   kv_pip_install_self PIP    `pip install --no-build-isolation .` of this checkout with PIP, against
+#                              $KOKKOS_PREFIX (the extension builds in build/py-*/)
 #   kv_usage                   prints the calling script's header comment (its usage) to stdout
 # CMake's and the build's output go to stderr: stdout is kept for what a script reports (the demo).
 #
@@ -57,6 +59,13 @@ kv_build() {  # kv_build DIR [TARGET...]
 
 # Debian's packages the Python extension and its tests need (passed to kv_deps by its callers).
 KV_PYTHON_PACKAGES="python3-venv python3-dev python3-numpy python3-pytest python3-torch"
+
+kv_pip_install_self() {
+  kv_log "pip install . (Kokkos: $KOKKOS_PREFIX)"
+  CMAKE_PREFIX_PATH=$KOKKOS_PREFIX CMAKE_BUILD_PARALLEL_LEVEL=$JOBS \
+    "$1" install --quiet --disable-pip-version-check --no-build-isolation "$KV_ROOT" >&2 \
+    || kv_die "pip install . failed"
+}
 
 kv_python_env() {
   local venv=$KV_ROOT/build-py/venv

@@ -177,6 +177,18 @@ class _StolenBlock(Fault):
                     return rid, k, b
         return None
 
+    def strike(self, step, m, bd):
+        found = self._victim_block(m)
+        if found is None:
+            return False
+        rid, k, b = found
+        self.steal(rid, k, b)
+        self.block, self.victim, self.victim_min_past = b, rid, k * self._cache().block_size
+        return True
+
+    def steal(self, rid, k, b) -> None:
+        raise NotImplementedError
+
     def track(self, step, m, bd):
         if self.block is None or self.armed_step is not None:
             return
@@ -198,11 +210,7 @@ class DoubleAllocation(_StolenBlock):
 
     name = "block handed to two running requests"
 
-    def strike(self, step, m, bd):
-        found = self._victim_block(m)
-        if found is None:
-            return False
-        rid, k, b = found
+    def steal(self, rid, k, b):
         cache = self._cache()
         bm = cache._block_manager
         original, original_allocate = bm.get_free_blocks, cache.allocate_blocks
@@ -223,9 +231,7 @@ class DoubleAllocation(_StolenBlock):
 
         bm.get_free_blocks = get_free_blocks
         cache.allocate_blocks = allocate_blocks
-        self.block, self.victim, self.victim_min_past = b, rid, k * self._cache().block_size
         self.detail = f"block {b} (block {k} of {rid}) allocated again"
-        return True
 
 
 class UseAfterFree(_StolenBlock):
@@ -234,11 +240,7 @@ class UseAfterFree(_StolenBlock):
 
     name = "use after free"
 
-    def strike(self, step, m, bd):
-        found = self._victim_block(m)
-        if found is None:
-            return False
-        rid, k, b = found
+    def steal(self, rid, k, b):
         bm = self._cache()._block_manager
         blk = bm._id_to_block.get(b)
         if blk is not None:
@@ -250,9 +252,7 @@ class UseAfterFree(_StolenBlock):
             else:
                 bm._uninit_block_ids.remove(b)
         bm._uninit_block_ids.appendleft(b)  # next in line for the allocator
-        self.block, self.victim, self.victim_min_past = b, rid, k * self._cache().block_size
         self.detail = f"block {b} (block {k} of {rid}) freed while in use"
-        return True
 
 
 class StalePrefixHit(Fault):
