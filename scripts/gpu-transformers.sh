@@ -61,4 +61,5 @@ for shape in 1b 8b; do
   has "overhead-$shape" && run "overhead-$shape" --shape "$shape" --clean-steps 0 --fault-trials 0 \
     --overhead "${BATCHES:-1,16,64}" --contexts "${CONTEXTS:-1024,8192}"
 done
+[ -n "${OUT:-}" ] && cp -r "$REPORT_DIR" "$OUT/" 2>/dev/null  # the run tool brings $OUT back
 exit $status
