@@ -16,7 +16,7 @@
 # Each stage writes build-gpu/report/transformers-<stage>.md (+ .json) and prints it.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.." && pwd)
-cd "$ROOT"
+cd "$ROOT" || exit 1
 STAGES=${*:-install faults overhead-1b overhead-8b}
 JOBS=${JOBS:-$(nproc)}
 PY=${PYTHON:-python3}

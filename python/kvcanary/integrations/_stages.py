@@ -8,7 +8,7 @@ nothing else changes.
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Sequence
 
 import kvcanary
 from kvcanary import KernelKind, RealKv, RealKvMode, RealKvSource

@@ -343,7 +343,7 @@ class Handle:
                 return None
             if runner.cache is not self._cache:
                 self._bind(runner.cache)
-            torch, cache = self._torch, self._cache
+            torch = self._torch
             self._step += 1
             step = self._step
             rids = [f.state.request_id for f in futures]
@@ -386,7 +386,6 @@ class Handle:
                 return
             if not self.config.guard:
                 return
-            torch = self._torch
             total = mapping["cu_q"][-1]
             ids = bd["input_ids"][0, :total]
             pos = bd["position_ids"][0, :total]

@@ -144,7 +144,6 @@ class BlockTableOverwrite(Fault):
     def strike(self, step, m, bd):
         cache = self._cache()
         bt = cache.group_cache_managers[0].block_table
-        bs = cache.block_size
         for rid in m["rids"]:
             mine = bt.get(rid, [])
             if len(mine) < 2:
