@@ -90,11 +90,33 @@ def fault_prompts(vocab, seed=1, n=16):
     return [(common if i % 2 else []) + [r.randrange(vocab) for _ in range(r.randrange(5, 40))] for i in range(n)]
 
 
+def unpinned_offload_pool():
+    """On a machine without an NVIDIA driver transformers cannot pin its CPU swap pool: use plain host memory."""
+    from transformers.generation.continuous_batching import offloading_manager
+
+    class Torch:
+        def __getattr__(self, name):
+            return getattr(torch, name)
+
+        @staticmethod
+        def empty(*args, pin_memory=False, **kwargs):
+            return torch.empty(*args, **kwargs)
+
+    offloading_manager.torch = Torch()
+
+
 def run_fault(model, name, trial, vocab):
     handle = kvt.attach(model, kvt.CanaryConfig(mode="log", sink=lambda line: None))
     try:
         if name == "stale_prefix":
             fault = faults.run_stale_prefix_scenario(model, handle, seed=7 + trial)
+        elif name == "offload_byte":  # a cache of 12 blocks for 16 requests: offloads and restores
+            fault = faults.OffloadedByteFlip(at_step=1, seed=trial).install(handle)
+            r = random.Random(1 + trial)
+            model.generate_batch([[r.randrange(vocab) for _ in range(r.randrange(5, 40))] for _ in range(16)],
+                                 generation_config=GenerationConfig(max_new_tokens=48, do_sample=False, eos_token_id=-1),
+                                 continuous_batching_config=ContinuousBatchingConfig(
+                                     block_size=16, num_blocks=12, max_batch_tokens=128, cpu_offload_space=0.01))
         else:
             fault = FAULTS[name](trial).install(handle)
             gc = GenerationConfig(max_new_tokens=32, do_sample=False, eos_token_id=-1)
@@ -194,7 +216,9 @@ def main() -> int:
 
     if args.fault_trials:
         rows = []
-        for name in list(FAULTS) + ["stale_prefix"]:
+        if args.device == "cpu":
+            unpinned_offload_pool()
+        for name in list(FAULTS) + ["stale_prefix", "offload_byte"]:
             for trial in range(args.fault_trials):
                 row = run_fault(model, name, trial, vocab)
                 rows.append(row)

@@ -182,6 +182,73 @@ def test_clean_manager_run_with_prefix_reuse(llama):
     assert report.clean and report.steps > 0, report.violations[:3]
 
 
+@pytest.fixture
+def unpinned_offload_pool(monkeypatch):
+    """transformers pins its CPU swap pool, which needs an NVIDIA driver; here the pool is plain host memory."""
+    from transformers.generation.continuous_batching import offloading_manager
+
+    class Torch:
+        def __getattr__(self, name):
+            return getattr(torch, name)
+
+        @staticmethod
+        def empty(*args, pin_memory=False, **kwargs):
+            return torch.empty(*args, **kwargs)
+
+    monkeypatch.setattr(offloading_manager, "torch", Torch())
+
+
+def offload_run(model, handle, fault=None):
+    r = random.Random(1)
+    ps = [[r.randrange(1000) for _ in range(r.randrange(5, 40))] for _ in range(16)]
+    out = model.generate_batch(ps, generation_config=GenerationConfig(max_new_tokens=48, do_sample=False,
+                                                                      eos_token_id=-1),
+                               continuous_batching_config=ContinuousBatchingConfig(
+                                   block_size=16, num_blocks=12, max_batch_tokens=128, cpu_offload_space=0.01))
+    return {k: list(v.generated_tokens) for k, v in out.items()}
+
+
+def test_cpu_offload_and_restore_move_the_records(llama, unpinned_offload_pool):
+    """A full cache offloads requests to the CPU pool and restores them into new blocks with no forward: the
+    records follow (without that, every restored request would be reported)."""
+    from transformers.generation.continuous_batching import offloading_manager
+
+    plain = offload_run(llama, None)
+    config, lines = collecting()
+    handle = kvt.attach(llama, config)
+    restored = []
+    inner = offloading_manager.OffloadingManager.restore_scheduled_requests
+
+    def counting(manager, requests_in_batch):
+        restored.extend(f.state.request_id for f in requests_in_batch if f.state.is_cpu_offloaded)
+        return inner(manager, requests_in_batch)
+
+    offloading_manager.OffloadingManager.restore_scheduled_requests = counting
+    try:
+        guarded = offload_run(llama, handle)
+        report = handle.report()
+    finally:
+        offloading_manager.OffloadingManager.restore_scheduled_requests = inner
+        handle.detach()
+    assert len(restored) >= 4
+    assert guarded == plain
+    assert report.clean, report.violations[:3]
+
+
+def test_offloaded_byte_flip(llama, unpinned_offload_pool):
+    config, lines = collecting()
+    handle = kvt.attach(llama, config)
+    fault = faults.OffloadedByteFlip(at_step=1).install(handle)
+    try:
+        offload_run(llama, handle)
+        report = handle.report()
+    finally:
+        handle.detach()
+    assert fault.victim is not None, "nothing was offloaded"
+    assert fault.check(report) == "", fault.detail
+    assert fault.first_detection(report).kind == "HEAD_K_FULL"
+
+
 def test_raise_mode_fails_the_engine_step(llama):
     handle = kvt.attach(llama, kvt.CanaryConfig(mode="raise", sink=lambda s: None))
     fault = faults.KvByteFlip(which="k").install(handle)

@@ -118,8 +118,12 @@ def _install_patches():
     from transformers.generation.continuous_batching import cache as cache_mod
     from transformers.generation.continuous_batching import model_runner as runner_mod
 
+    from transformers.generation.continuous_batching import offloading_manager as offload_mod
+
     runner_cls, cache_cls = runner_mod.ModelRunner, cache_mod.PagedAttentionCache
+    offload_cls = offload_mod.OffloadingManager
     orig_compute, orig_copy, orig_free = runner_cls.compute_batch, cache_cls.copy_cache, cache_cls.free_blocks
+    orig_offload, orig_restore = offload_cls._offload_to_cpu, offload_cls.restore_scheduled_requests
 
     def compute_batch(self, model, batch_data):
         handle = _HANDLES.get(id(model))
@@ -151,8 +155,26 @@ def _install_patches():
             if handle._cache is self:
                 handle._release(request_id)
 
+    def _offload_to_cpu(self, victims):
+        handles = [h for h in _HANDLES.values() if h._cache is self.cache]
+        saved = {v.request_id: [h._save_records(v.request_id) for h in handles] for v in victims}
+        offloaded = orig_offload(self, victims)
+        for rid in offloaded:  # the KV bytes went to the CPU pool: keep the records beside them
+            for h, records in zip(handles, saved[rid]):
+                h._offloaded[rid] = records
+        return offloaded
+
+    def restore_scheduled_requests(self, requests_in_batch):
+        rids = [f.state.request_id for f in requests_in_batch if f.state.is_cpu_offloaded]
+        orig_restore(self, requests_in_batch)
+        for h in list(_HANDLES.values()):
+            if h._cache is self.cache:
+                for rid in rids:
+                    h._restore_records(rid)
+
     for owner, name, new in ((runner_cls, "compute_batch", compute_batch), (cache_cls, "copy_cache", copy_cache),
-                             (cache_cls, "free_blocks", free_blocks)):
+                             (cache_cls, "free_blocks", free_blocks), (offload_cls, "_offload_to_cpu", _offload_to_cpu),
+                             (offload_cls, "restore_scheduled_requests", restore_scheduled_requests)):
         _PATCHES.append((owner, name, owner.__dict__[name]))
         setattr(owner, name, new)
 
@@ -215,6 +237,7 @@ class Handle:
         self._step = 0
         self._attached = True
         self._last = None                     # the last step's mapping, for attribution
+        self._offloaded: Dict[str, list] = {}  # request id -> its records while its KV sits in the CPU pool
         self.on_step: Optional[Callable] = None  # on_step(step, mapping, batch_data), pre-forward: for tools
         self.timings: list = []  # config.timing: (step, tokens, requests, t0, t1, t2, t3) per guarded step
 
@@ -330,6 +353,37 @@ class Handle:
         dst = (torch.tensor(dst_blocks, device=dev)[:, None] * bs + offs).reshape(-1)
         for g in self._groups:
             g.copy_slots(src, dst)
+
+    def _block_slots(self, blocks):
+        torch, bs = self._torch, self._cache.block_size
+        dev = self._groups[0].device
+        return (torch.tensor(blocks, dtype=torch.int64, device=dev)[:, None] * bs
+                + torch.arange(bs, device=dev)).reshape(-1)
+
+    def _save_records(self, rid):
+        """Copies of the request's records, per layer group (taken before an offload frees its blocks)."""
+        if self._cache is None:
+            return None
+        out = []
+        for g, cm in enumerate(self._cache.group_cache_managers):
+            blocks = list(cm.block_table.get(rid, []))
+            slots = self._block_slots(blocks) if blocks else None
+            out.append((len(blocks), [b.records[slots].clone() if blocks else None
+                                      for b in self._groups[g].buffers]))
+        return out
+
+    def _restore_records(self, rid):
+        """The engine copied an offloaded request's KV into new blocks with no forward: move its records too."""
+        saved = self._offloaded.pop(rid, None)
+        if not saved:
+            return
+        for g, (cm, (n, records)) in enumerate(zip(self._cache.group_cache_managers, saved)):
+            blocks = list(cm.block_table.get(rid, []))[:n]
+            if not blocks:
+                continue
+            slots = self._block_slots(blocks)
+            for buf, rec in zip(self._groups[g].buffers, records):
+                buf.records[slots] = rec[: slots.shape[0]]
 
     # -- one engine step --
     def _before_forward(self, runner, bd):

@@ -20,7 +20,7 @@ from typing import Optional
 from kvcanary import FailReason
 
 __all__ = ["Fault", "KvByteFlip", "BlockTableOverwrite", "DoubleAllocation", "UseAfterFree", "StalePrefixHit",
-           "ALL_FAULTS"]
+           "OffloadedByteFlip", "ALL_FAULTS"]
 
 
 def _slot(cache, rid: str, position: int) -> int:
@@ -310,7 +310,40 @@ class StalePrefixHit(Fault):
         return True
 
 
-ALL_FAULTS = (KvByteFlip, BlockTableOverwrite, DoubleAllocation, UseAfterFree, StalePrefixHit)
+class OffloadedByteFlip(Fault):
+    """One bit flipped in the CPU swap pool (cpu_offload_space > 0) while a request's KV sits there: the engine
+    restores the bad bytes into new blocks, readable in the step of the restore. Needs a cache small enough to
+    offload (and, on a machine without CUDA, a pool that is not pinned)."""
+
+    name = "flipped byte in an offloaded block"
+    expected_reasons = FailReason.VERIFY_REAL_KV_HASH
+
+    def strike(self, step, m, bd):
+        from transformers.generation.continuous_batching import offloading_manager as om
+
+        fault, cls = self, om.OffloadingManager
+        inner = cls.__dict__["restore_scheduled_requests"]
+
+        def restore_scheduled_requests(manager, requests_in_batch):
+            for f in requests_in_batch:
+                rid = f.state.request_id
+                cpu_blocks = manager._request_id_to_cpu_blocks.get(rid) if f.state.is_cpu_offloaded else None
+                if cpu_blocks and fault.victim is None and f.state.position_offset > 1:
+                    token = min(f.state.position_offset - 1, manager.cache.block_size - 1) // 2
+                    row = manager._cpu_key_cache[0][cpu_blocks[0], token].view(-1).view(__import__("torch").uint8)
+                    col = fault.rng.randrange(row.numel())
+                    row[col] ^= 0x08
+                    fault.victim, fault.victim_min_past = rid, token
+                    fault.armed_step = fault.handle.steps + 1
+                    fault.detail = f"{rid}: CPU pool block {cpu_blocks[0]}, position {token}, byte {col} of layer 0"
+                    setattr(cls, "restore_scheduled_requests", inner)  # once
+            return inner(manager, requests_in_batch)
+
+        cls.restore_scheduled_requests = restore_scheduled_requests
+        return True
+
+
+ALL_FAULTS = (KvByteFlip, BlockTableOverwrite, DoubleAllocation, UseAfterFree, StalePrefixHit, OffloadedByteFlip)
 
 
 def run_stale_prefix_scenario(model, handle, seed: int = 7) -> StalePrefixHit:
