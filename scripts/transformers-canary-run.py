@@ -66,7 +66,8 @@ def cb(blocks, batch_tokens, block_size=16):
 
 
 def clean_traffic(model, handle, steps, seed, vocab):
-    """Mixed prompt lengths, shared prefixes (a few system prompts), exact duplicates, queueing; until `steps`."""
+    """Mixed prompt lengths, shared prefixes (a few system prompts), exact duplicates, queueing, and in a quarter of
+    the calls a cache too small for the batch (CPU offload + restore, or soft resets); until `steps`."""
     r = random.Random(seed)
     prefixes = [[r.randrange(vocab) for _ in range(r.choice([16, 32, 40, 64, 96]))] for _ in range(4)]
     calls = 0
@@ -78,8 +79,11 @@ def clean_traffic(model, handle, steps, seed, vocab):
             ps.append(p)
         ps += [list(x) for x in r.sample(ps, k=min(2, len(ps)))]  # duplicates
         gc = GenerationConfig(max_new_tokens=r.randrange(8, 65), do_sample=False, eos_token_id=-1)
-        model.generate_batch(ps, generation_config=gc,
-                             continuous_batching_config=cb(r.choice([64, 96, 160]), r.choice([64, 128, 256])))
+        conf = cb(r.choice([64, 96, 160]), r.choice([64, 128, 256]))
+        if r.random() < 0.25:  # a cache too small for the batch: offload to the CPU pool and restore, or soft reset
+            conf = ContinuousBatchingConfig(block_size=16, num_blocks=r.choice([24, 32]), max_batch_tokens=128,
+                                            cpu_offload_space=r.choice([0.0, 0.01]))
+        model.generate_batch(ps, generation_config=gc, continuous_batching_config=conf)
         calls += 1
     return calls
 
@@ -191,6 +195,8 @@ def main() -> int:
           f"{args.device}, shape {args.shape}, {dtype}")
 
     model = build(args.shape, args.device, dtype)
+    if args.device == "cpu":
+        unpinned_offload_pool()
     if args.clean_steps:
         totals = dict(steps=0, verified=0, written=0, violations=0, calls=0, seconds=0.0)
         for kind, share in (("llama", 0.8), ("qwen2", 0.2)):  # full attention, then full + sliding groups
@@ -216,8 +222,6 @@ def main() -> int:
 
     if args.fault_trials:
         rows = []
-        if args.device == "cpu":
-            unpinned_offload_pool()
         for name in list(FAULTS) + ["stale_prefix", "offload_byte"]:
             for trial in range(args.fault_trials):
                 row = run_fault(model, name, trial, vocab)
