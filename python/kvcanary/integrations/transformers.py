@@ -117,7 +117,6 @@ _PATCHES: list = []                  # (owner, name, original) while any handle 
 def _install_patches():
     from transformers.generation.continuous_batching import cache as cache_mod
     from transformers.generation.continuous_batching import model_runner as runner_mod
-
     from transformers.generation.continuous_batching import offloading_manager as offload_mod
 
     runner_cls, cache_cls = runner_mod.ModelRunner, cache_mod.PagedAttentionCache
@@ -323,7 +322,6 @@ class Handle:
                 # the engine reads the window's last W-1 positions before the step's own (cache.get_seqlens_k)
                 sliding_window=(window - 1) if sliding else 0, device=cache.key_cache[0].device,
                 ring_capacity=cfg.ring_capacity))
-            groups[-1].block_manager_window = window if sliding else None
         self._pump(self._step, None)
         self._cache, self._groups = cache, groups
         self._rows, self._filled, self._free_rows = {}, {}, list(range(max_requests, 0, -1))
@@ -482,7 +480,7 @@ class Handle:
         return valid
 
     def _scatter(self, group, src, src_starts, dst_starts, lens, rows_t):
-        """rtt[row_i, dst_i + k] = src[src_i + k] for k < len_i, on the device, with one small host->device copy."""
+        """rtt[row_i, dst_i + k] = src[src_i + k] for k < len_i, on the device (host->device: the B-long lists only)."""
         torch = self._torch
         total = sum(lens)
         if total == 0:
