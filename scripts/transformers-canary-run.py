@@ -94,21 +94,6 @@ def fault_prompts(vocab, seed=1, n=16):
     return [(common if i % 2 else []) + [r.randrange(vocab) for _ in range(r.randrange(5, 40))] for i in range(n)]
 
 
-def unpinned_offload_pool():
-    """On a machine without an NVIDIA driver transformers cannot pin its CPU swap pool: use plain host memory."""
-    from transformers.generation.continuous_batching import offloading_manager
-
-    class Torch:
-        def __getattr__(self, name):
-            return getattr(torch, name)
-
-        @staticmethod
-        def empty(*args, pin_memory=False, **kwargs):
-            return torch.empty(*args, **kwargs)
-
-    offloading_manager.torch = Torch()
-
-
 def run_fault(model, name, trial, vocab):
     handle = kvt.attach(model, kvt.CanaryConfig(mode="log", sink=lambda line: None))
     try:
@@ -196,7 +181,7 @@ def main() -> int:
 
     model = build(args.shape, args.device, dtype)
     if args.device == "cpu":
-        unpinned_offload_pool()
+        faults.unpinned_offload_pool()
     if args.clean_steps:
         totals = dict(steps=0, verified=0, written=0, violations=0, calls=0, seconds=0.0)
         for kind, share in (("llama", 0.8), ("qwen2", 0.2)):  # full attention, then full + sliding groups

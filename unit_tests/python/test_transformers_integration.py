@@ -184,21 +184,11 @@ def test_clean_manager_run_with_prefix_reuse(llama):
 
 @pytest.fixture
 def unpinned_offload_pool(monkeypatch):
-    """transformers pins its CPU swap pool, which needs an NVIDIA driver; here the pool is plain host memory."""
-    from transformers.generation.continuous_batching import offloading_manager
-
-    class Torch:
-        def __getattr__(self, name):
-            return getattr(torch, name)
-
-        @staticmethod
-        def empty(*args, pin_memory=False, **kwargs):
-            return torch.empty(*args, **kwargs)
-
-    monkeypatch.setattr(offloading_manager, "torch", Torch())
+    """transformers pins its CPU swap pool, which needs an NVIDIA driver: plain host memory here."""
+    faults.unpinned_offload_pool(monkeypatch.setattr)
 
 
-def offload_run(model, handle, fault=None):
+def offload_run(model):
     r = random.Random(1)
     ps = [[r.randrange(1000) for _ in range(r.randrange(5, 40))] for _ in range(16)]
     out = model.generate_batch(ps, generation_config=GenerationConfig(max_new_tokens=48, do_sample=False,
@@ -213,7 +203,7 @@ def test_cpu_offload_and_restore_move_the_records(llama, unpinned_offload_pool):
     records follow (without that, every restored request would be reported)."""
     from transformers.generation.continuous_batching import offloading_manager
 
-    plain = offload_run(llama, None)
+    plain = offload_run(llama)
     config, lines = collecting()
     handle = kvt.attach(llama, config)
     restored = []
@@ -225,7 +215,7 @@ def test_cpu_offload_and_restore_move_the_records(llama, unpinned_offload_pool):
 
     offloading_manager.OffloadingManager.restore_scheduled_requests = counting
     try:
-        guarded = offload_run(llama, handle)
+        guarded = offload_run(llama)
         report = handle.report()
     finally:
         offloading_manager.OffloadingManager.restore_scheduled_requests = inner
@@ -240,7 +230,7 @@ def test_offloaded_byte_flip(llama, unpinned_offload_pool):
     handle = kvt.attach(llama, config)
     fault = faults.OffloadedByteFlip(at_step=1).install(handle)
     try:
-        offload_run(llama, handle)
+        offload_run(llama)
         report = handle.report()
     finally:
         handle.detach()

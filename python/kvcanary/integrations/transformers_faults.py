@@ -20,7 +20,7 @@ from typing import Optional
 from kvcanary import FailReason
 
 __all__ = ["Fault", "KvByteFlip", "BlockTableOverwrite", "DoubleAllocation", "UseAfterFree", "StalePrefixHit",
-           "OffloadedByteFlip", "ALL_FAULTS"]
+           "OffloadedByteFlip", "ALL_FAULTS", "unpinned_offload_pool"]
 
 
 def _slot(cache, rid: str, position: int) -> int:
@@ -381,3 +381,21 @@ def run_stale_prefix_scenario(model, handle, seed: int = 7) -> StalePrefixHit:
         manager.stop(block=True, timeout=60)
         handle.on_step = watch
     return fault
+
+
+def unpinned_offload_pool(set_attribute=setattr) -> None:
+    """transformers pins its CPU swap pool, which needs an NVIDIA driver: on a machine without one, give it plain
+    host memory (its module's torch.empty loses pin_memory; nothing else changes). set_attribute: e.g. pytest's
+    monkeypatch.setattr, to undo it after a test."""
+    import torch
+    from transformers.generation.continuous_batching import offloading_manager
+
+    class Torch:
+        def __getattr__(self, name):
+            return getattr(torch, name)
+
+        @staticmethod
+        def empty(*args, pin_memory=False, **kwargs):
+            return torch.empty(*args, **kwargs)
+
+    set_attribute(offloading_manager, "torch", Torch())
