@@ -315,16 +315,17 @@ def verify(*, verify_plan: VerifyPlan, buffer, ring: ViolationRing, kernel_kind=
                  stream)
 
 
-def write(*, write_plan: WritePlan, input_ids, positions, out_cache_loc, buffer: CanaryBuffer,
-          ring: ViolationRing, chain_position_assert, expected_input_ids=None, expected_positions=None,
+def write(*, write_plan: WritePlan, input_ids, positions, out_cache_loc, buffer, ring: ViolationRing,
+          chain_position_assert, expected_input_ids=None, expected_positions=None,
           kernel_kind=KernelKind.HEAD_K_FULL, real_kv: Optional[RealKv] = None, algorithm: str = "default",
           backend: Optional[str] = None, stream=None) -> None:
-    """Stamp the step's tokens into the canary buffer (SPEC-CANARY §4). Token arrays: int64, or all int32.
-    chain_position_assert: an int32 scalar array (a device flag, so a captured graph can toggle it)."""
+    """Stamp the step's tokens into one canary buffer, or a list of up to 4 sharing the plan and the tokens
+    (the K and V halves: read once; then kernel_kind and real_kv may be lists too) (SPEC-CANARY §4).
+    Token arrays: int64, or all int32. chain_position_assert: an int32 scalar array (a device flag, so a
+    captured graph can toggle it)."""
     _core.write(_handle(write_plan, WritePlan, "write", "write_plan"), input_ids, positions, out_cache_loc,
                 expected_input_ids, expected_positions, chain_position_assert,
-                _handle(buffer, CanaryBuffer, "write", "buffer"), _handle(ring, ViolationRing, "write", "ring"),
-                _kind(kernel_kind, "write"), None if real_kv is None else _handle(real_kv, RealKv, "write", "real_kv"),
+                _targets(buffer, kernel_kind, real_kv, "write"), _handle(ring, ViolationRing, "write", "ring"),
                 algorithm, backend, stream)
 
 

@@ -396,7 +396,7 @@ void verify(const Place& place, const VerifyArgs& a) {
     plan.verify_num_valid = Kokkos::View<std::int32_t, Mem>(const_cast<std::int32_t*>(a.plan.num_valid));
     plan.enable = Kokkos::View<std::int32_t, Mem>(const_cast<std::int32_t*>(a.plan.enable));
     std::vector<VerifyTarget<Mem>> targets;
-    for (const VerifyTargetArgs& t : a.targets)
+    for (const TargetArgs& t : a.targets)
       targets.push_back(VerifyTarget<Mem>{buffer_of<Mem>(t.buffer), static_cast<KernelKind>(t.kernel_kind),
                                           real_kv_of<Mem>(t.real_kv)});
     VerifyOptions options;
@@ -415,14 +415,16 @@ void write(const Place& place, const WriteArgs& a) {
     plan.write_seed_slot_indices = Kokkos::View<std::int64_t*, Mem>(
         const_cast<std::int64_t*>(a.write_seed_slot_indices.data), static_cast<std::size_t>(a.write_seed_slot_indices.size));
     plan.write_num_valid_reqs = Kokkos::View<std::int32_t, Mem>(const_cast<std::int32_t*>(a.write_num_valid_reqs));
-    WriteOptions<Mem> options;
-    options.kernel_kind = static_cast<KernelKind>(a.kernel_kind);
-    options.real_kv = real_kv_of<Mem>(a.real_kv);
+    std::vector<WriteTarget<Mem>> targets;
+    for (const TargetArgs& t : a.targets)
+      targets.push_back(WriteTarget<Mem>{buffer_of<Mem>(t.buffer), static_cast<KernelKind>(t.kernel_kind),
+                                         real_kv_of<Mem>(t.real_kv)});
+    WriteCallOptions options;
     options.algorithm = canary_algorithm(a.algorithm);
     if (a.index_int32)
-      kvcanary::write(space, plan, tokens_of<Mem, std::int32_t>(a), buffer_of<Mem>(a.buffer), ring_of<Mem>(a.ring), options);
+      kvcanary::write(space, plan, tokens_of<Mem, std::int32_t>(a), targets, ring_of<Mem>(a.ring), options);
     else
-      kvcanary::write(space, plan, tokens_of<Mem, std::int64_t>(a), buffer_of<Mem>(a.buffer), ring_of<Mem>(a.ring), options);
+      kvcanary::write(space, plan, tokens_of<Mem, std::int64_t>(a), targets, ring_of<Mem>(a.ring), options);
   });
 }
 

@@ -89,7 +89,8 @@ struct VerifyPlanArgs {
   const std::int32_t* enable = nullptr;
 };
 
-struct VerifyTargetArgs {
+// One canary buffer of a verify() or write() call, with its launch tag and real-KV sources.
+struct TargetArgs {
   BufferArgs buffer;
   int kernel_kind = 0;
   RealKvArgs real_kv;
@@ -97,7 +98,7 @@ struct VerifyTargetArgs {
 
 struct VerifyArgs {
   VerifyPlanArgs plan;
-  std::vector<VerifyTargetArgs> targets;
+  std::vector<TargetArgs> targets;
   RingArgs ring;
   bool check_expected_token = true;
   int algorithm = 0;  // 0 default, 1 portable, 2 cuda
@@ -111,10 +112,8 @@ struct WriteArgs {
   bool has_expected = false;
   Vec<const void> expected_input_ids, expected_positions;
   const std::int32_t* chain_position_assert = nullptr;
-  BufferArgs buffer;
+  std::vector<TargetArgs> targets;  // 1 to 4 buffers sharing the plan and the tokens (K and V)
   RingArgs ring;
-  int kernel_kind = 0;
-  RealKvArgs real_kv;
   int algorithm = 0;
 };
 

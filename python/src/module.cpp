@@ -238,6 +238,22 @@ void check_kind(const char* function, int kind) {
   if (kind < 0 || kind > 11) value_error(function, "kernel_kind", "must be a launch tag 0..11, got " + std::to_string(kind));
 }
 
+// The (buffer handle, kernel kind, RealKv handle or None) tuples of a verify() or write() call.
+std::vector<TargetArgs> target_args(const char* function, const Arg& first, nb::list targets) {
+  const size_t n = nb::len(targets);
+  if (n < 1 || n > 4) value_error(function, "buffer", "must name 1 to 4 canary buffers, got " + std::to_string(n));
+  std::vector<TargetArgs> out;
+  for (size_t i = 0; i < n; ++i) {
+    nb::tuple t = nb::cast<nb::tuple>(targets[i]);
+    const BoundBuffer& b = nb::cast<const BoundBuffer&>(t[0]);
+    same_place(function, first, b.bytes, "buffer");
+    const int kind = nb::cast<int>(t[1]);
+    check_kind(function, kind);
+    out.push_back(TargetArgs{b.args, kind, real_kv_args(function, first, t[2])});
+  }
+  return out;
+}
+
 // ---- stages ----
 
 void py_plan(nb::handle req_pool_indices, nb::handle prefix_lens, nb::handle extend_seq_lens, nb::handle req_to_token,
@@ -315,16 +331,7 @@ void py_verify(const BoundVerifyPlan& vp, nb::list targets, const BoundRing& rin
                           static_cast<const std::int32_t*>(vp.num_valid.data()),
                           static_cast<const std::int32_t*>(vp.enable.data())};
   same_place(f, vp.slot_indices, ring.rows, "ring");
-  const size_t n = nb::len(targets);
-  if (n < 1 || n > 4) value_error(f, "buffers", "must name 1 to 4 canary buffers, got " + std::to_string(n));
-  for (size_t i = 0; i < n; ++i) {
-    nb::tuple t = nb::cast<nb::tuple>(targets[i]);
-    const BoundBuffer& b = nb::cast<const BoundBuffer&>(t[0]);
-    same_place(f, vp.slot_indices, b.bytes, "buffer");
-    const int kind = nb::cast<int>(t[1]);
-    check_kind(f, kind);
-    a.targets.push_back(VerifyTargetArgs{b.args, kind, real_kv_args(f, vp.slot_indices, t[2])});
-  }
+  a.targets = target_args(f, vp.slot_indices, targets);
   a.ring = ring.args;
   a.check_expected_token = check_expected_token;
   a.algorithm = parse_algorithm(f, algorithm, false);
@@ -339,8 +346,8 @@ void py_verify(const BoundVerifyPlan& vp, nb::list targets, const BoundRing& rin
 
 void py_write(const BoundWritePlan& wp, nb::handle input_ids, nb::handle positions, nb::handle out_cache_loc,
               nb::handle expected_input_ids, nb::handle expected_positions, nb::handle chain_position_assert,
-              const BoundBuffer& buffer, const BoundRing& ring, int kernel_kind, nb::handle real_kv,
-              const std::string& algorithm, nb::object backend, nb::object stream) {
+              nb::list targets, const BoundRing& ring, const std::string& algorithm, nb::object backend,
+              nb::object stream) {
   constexpr const char* f = "write";
   WriteArgs a;
   const Arg ids = import_array(input_ids, f, "input_ids", false);
@@ -372,9 +379,8 @@ void py_write(const BoundWritePlan& wp, nb::handle input_ids, nb::handle positio
     a.expected_positions = Vec<const void>{epos.data(), n};
   }
   same_place(f, ids, wp.write_offsets, "write_plan");
-  same_place(f, ids, buffer.bytes, "buffer");
   same_place(f, ids, ring.rows, "ring");
-  check_kind(f, kernel_kind);
+  a.targets = target_args(f, ids, targets);
   a.write_offsets = as_vec<const std::int64_t>(wp.write_offsets);
   a.write_seed_slot_indices = as_vec<const std::int64_t>(wp.write_seed_slot_indices);
   a.write_num_valid_reqs = static_cast<const std::int32_t*>(wp.write_num_valid_reqs.data());
@@ -383,10 +389,7 @@ void py_write(const BoundWritePlan& wp, nb::handle input_ids, nb::handle positio
   a.positions = Vec<const void>{pos.data(), n};
   a.out_cache_loc = Vec<const void>{loc.data(), n};
   a.chain_position_assert = static_cast<const std::int32_t*>(flag.data());
-  a.buffer = buffer.args;
   a.ring = ring.args;
-  a.kernel_kind = kernel_kind;
-  a.real_kv = real_kv_args(f, ids, real_kv);
   a.algorithm = parse_algorithm(f, algorithm, false);
   const Place place = make_place(f, ids.location, backend, stream);
   if (place.cuda) {
@@ -482,8 +485,8 @@ NB_MODULE(_core, m) {
   m.def("verify", &py_verify, "verify_plan"_a, "targets"_a, "ring"_a, "check_expected_token"_a, "algorithm"_a,
         "backend"_a.none(), "stream"_a.none());
   m.def("write", &py_write, "write_plan"_a, "input_ids"_a.none(), "positions"_a.none(), "out_cache_loc"_a.none(),
-        "expected_input_ids"_a.none(), "expected_positions"_a.none(), "chain_position_assert"_a.none(), "buffer"_a,
-        "ring"_a, "kernel_kind"_a, "real_kv"_a.none(), "algorithm"_a, "backend"_a.none(), "stream"_a.none());
+        "expected_input_ids"_a.none(), "expected_positions"_a.none(), "chain_position_assert"_a.none(), "targets"_a,
+        "ring"_a, "algorithm"_a, "backend"_a.none(), "stream"_a.none());
   m.def("read_report", &py_read_report, "ring"_a, "already_reported"_a, "keep_never_written"_a, "stream"_a.none());
   m.def("format_row", [](std::vector<std::int64_t> row) {
     if (row.size() != 8) throw nb::value_error("kvcanary.format_row: a ring row has 8 fields");

@@ -416,3 +416,31 @@ def test_a_misaligned_array_is_refused():
     assert misaligned.ctypes.data % 8 != 0
     with pytest.raises(ValueError, match=r"kvcanary\.plan: prefix_lens is not aligned to its element size"):
         kc.plan(**good_plan_args(prefix_lens=misaligned[:1]))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_one_write_of_k_and_v_equals_two_writes(backend):
+    vp, wp, st, ws = bound_plan(64, 4)
+    kc.plan(**good_plan_args(req_pool_indices=np.array([1, 2], np.int64), prefix_lens=np.array([3, 0], np.int64),
+                             extend_seq_lens=np.array([2, 3], np.int64), verify_plan=vp, write_plan=wp, status=st,
+                             workspace=ws, backend=backend))
+    tokens = dict(input_ids=np.array([7, 8, 9, 10, 11], np.int64), positions=np.array([3, 4, 0, 1, 9], np.int64),
+                  out_cache_loc=np.array([11, 12, 16, -1, 18], np.int64),
+                  chain_position_assert=np.ones(1, np.int32), backend=backend)
+    source = np.arange(32 * 32, dtype=np.uint8).reshape(32, 32)
+    kv = kc.RealKv(mode=kc.RealKvMode.ALL, sources=[kc.RealKvSource(array=source, bytes_per_token=32, read_bytes=32)])
+    both = [kc.CanaryBuffer.allocate(32) for _ in range(2)]
+    ring_both = kc.ViolationRing.allocate(16)
+    kc.write(write_plan=wp, buffer=both, ring=ring_both, kernel_kind=[kc.KernelKind.HEAD_K_FULL, "HEAD_V_FULL"],
+             real_kv=[None, kv], **tokens)
+    ring_each = kc.ViolationRing.allocate(16)
+    each = [kc.CanaryBuffer.allocate(32) for _ in range(2)]
+    kc.write(write_plan=wp, buffer=each[0], ring=ring_each, **tokens)
+    kc.write(write_plan=wp, buffer=each[1], ring=ring_each, kernel_kind="HEAD_V_FULL", real_kv=kv, **tokens)
+    for a, b in zip(both, each):
+        assert (a.records == b.records).all() and a.records.any()
+    r_both, r_each = kc.read_report(ring_both), kc.read_report(ring_each)
+    assert sorted(r_both.rows) == sorted(r_each.rows) and r_both.rows  # position 9 breaks the chain assert
+    assert r_both.slot_run_counter == r_each.slot_run_counter == 8
+    with pytest.raises(ValueError, match=r"kvcanary\.write: buffer must name 1 to 4 canary buffers, got 5"):
+        kc.write(write_plan=wp, buffer=[both[0]] * 5, ring=ring_both, **tokens)
