@@ -85,10 +85,9 @@ class StageGroup:
         st[0].copy_(input_ids)
         st[1].copy_(positions)
         st[2].copy_(out_cache_loc)
-        for buf, kind, rkv in zip(self.buffers, self.kinds[2:], self.real_kv):
-            kvcanary.write(write_plan=self.write_plan, input_ids=st[0], positions=st[1], out_cache_loc=st[2],
-                           buffer=buf, ring=self.ring, chain_position_assert=self.chain_position_assert,
-                           kernel_kind=kind, real_kv=rkv, backend=self.backend)
+        kvcanary.write(write_plan=self.write_plan, input_ids=st[0], positions=st[1], out_cache_loc=st[2],
+                       buffer=self.buffers, ring=self.ring, chain_position_assert=self.chain_position_assert,
+                       kernel_kind=list(self.kinds[2:]), real_kv=self.real_kv, backend=self.backend)
 
     def copy_slots(self, src, dst) -> None:
         """Move records with the engine's own cache copies (forks, restores): rows dst <- rows src."""
