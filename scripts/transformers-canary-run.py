@@ -136,7 +136,8 @@ def overhead(model, batch, context, decode, vocab, device, real_kv):
             torch.cuda.synchronize()
         t = time.perf_counter()
         try:
-            model.generate_batch(ps, generation_config=gc, continuous_batching_config=conf)
+            outputs = model.generate_batch(ps, generation_config=gc, continuous_batching_config=conf)
+            out[f"failed_requests_{label}"] = sum(1 for v in outputs.values() if getattr(v, "error", None))
             if device == "cuda":
                 torch.cuda.synchronize()
             out[f"wall_{label}_s"] = time.perf_counter() - t
@@ -227,6 +228,8 @@ def main() -> int:
                                                                     args.device, args.real_kv))
                 rows.append(row)
                 print(row, file=sys.stderr, flush=True)
+                result["ok"] &= (row.get("failed_requests_off") == 0 == row.get("failed_requests_on")
+                                 and row.get("violations") == 0)
         result["overhead"] = rows
         print(f"\n## Overhead (decode steps, real-KV {args.real_kv}; canary = plan + verify K/V before the forward "
               "+ write K/V after it, with the mapping; tokens/s = batch / step time on the engine's stream)\n\n"
