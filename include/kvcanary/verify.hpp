@@ -58,6 +58,7 @@ void verify_targets(const ExecutionSpace& space, const VerifyPlan<MemorySpace>& 
   functor.num_targets = static_cast<int>(targets.size());
   functor.ring = DeviceRing<MemorySpace>(ring);
   functor.check_expected_token = options.check_expected_token;
+  functor.checks = options.checks;
   for (std::size_t t = 0; t < targets.size(); ++t) {
     check_buffer(kWhere, targets[t].buffer);
     check_kernel_kind(kWhere, targets[t].kernel_kind);
