@@ -90,6 +90,8 @@ class DevicePipeline {
     const std::int64_t row_bytes = shape.page_size * shape.bytes_per_token;
     kv_k_ = Bytes(Kokkos::view_alloc(space_, "kvcanary::sim::kv_k"), shape.num_pages, row_bytes);
     kv_v_ = Bytes(Kokkos::view_alloc(space_, "kvcanary::sim::kv_v"), shape.num_pages, row_bytes);
+    freed_ = alloc("freed_slots", shape.num_slots);
+    epoch_ = Kokkos::View<std::int64_t, Memory>(Kokkos::view_alloc(space_, "kvcanary::sim::free_epoch"));
     chain_assert_ = Kokkos::View<std::int32_t, Memory>(Kokkos::view_alloc(space_, "kvcanary::sim::chain_position_assert"));
     Kokkos::deep_copy(space_, chain_assert_, 1);
 
@@ -176,12 +178,32 @@ class DevicePipeline {
       copy(groups_[g].expected_input_ids, t.expected_input_ids.data(), n);
       copy(groups_[g].expected_positions, t.expected_positions.data(), n);
     }
+    free_slots(data);
     if (data.sweep) {
       const std::int64_t n = data.sweep_batch_size;
       copy(sweep_pool_indices_, data.sweep_pool_indices.data(), n);
       copy(sweep_prefix_lens_, data.sweep_prefix_lens.data(), n);
       copy(sweep_extend_seq_lens_, data.sweep_extend_seq_lens.data(), n);
       copy(sweep_valid_lens_, data.sweep_valid_lens.data(), n);
+    }
+  }
+
+  // The slots the engine freed since the last step: the free stage stamps them FREED (SPEC-CANARY §11.2)
+  // in each group's K and V buffers, the step's epoch as owner epoch, before the head reads anything.
+  void free_slots(const StepData& data) {
+    Kokkos::deep_copy(space_, epoch_, data.step);
+    for (int g = 0; g < kGroups; ++g) {
+      GroupState& s = groups_[g];
+      const std::int64_t n = std::min(static_cast<std::int64_t>(data.freed[g].size()), shape_.num_slots);
+      if (!s.on || n == 0) continue;
+      copy(freed_, data.freed[g].data(), n);
+      const auto slots = Kokkos::subview(freed_, std::make_pair(std::int64_t{0}, n));
+      FreeOptions<Memory> options;
+      options.epoch = epoch_;
+      options.kernel_kind = s.head_targets[0].kernel_kind;
+      kvcanary::free(space_, slots, s.k, s.ring, options);
+      options.kernel_kind = s.head_targets[1].kernel_kind;
+      kvcanary::free(space_, slots, s.v, s.ring, options);
     }
   }
 
@@ -346,7 +368,8 @@ class DevicePipeline {
   Space space_;
   EngineShape shape_;
   SimulationOptions options_;
-  Vector<std::int64_t> req_pool_indices_, prefix_lens_, extend_seq_lens_, valid_lens_, lut_;
+  Vector<std::int64_t> req_pool_indices_, prefix_lens_, extend_seq_lens_, valid_lens_, lut_, freed_;
+  Kokkos::View<std::int64_t, Memory> epoch_;
   Vector<std::int64_t> sweep_pool_indices_, sweep_prefix_lens_, sweep_extend_seq_lens_, sweep_valid_lens_;
   Table req_to_token_, token_pool_;
   Bytes kv_k_, kv_v_;

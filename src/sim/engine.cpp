@@ -119,8 +119,13 @@ std::int64_t Engine::allocate_page() {
 
 void Engine::release_page(std::int64_t page) {
   if (quarantined_[page]) return;  // a fault's page: never handed out again
-  if (--page_refs_[page] == 0) free_pages_.push_back(page);
+  if (--page_refs_[page] == 0) {
+    free_pages_.push_back(page);
+    stamp_freed(page);
+  }
 }
+
+void Engine::stamp_freed(std::int64_t page) { freed_pages_.push_back(page); }
 
 void Engine::set_row_page(Request& r, std::int64_t index) {
   const std::int64_t page = r.pages[static_cast<std::size_t>(index)];
@@ -321,6 +326,14 @@ const StepData& Engine::begin_step(std::int64_t step) {
     data_.sweep_extend_seq_lens.resize(static_cast<std::size_t>(data_.sweep_batch_size), 0);
     data_.sweep_valid_lens.resize(static_cast<std::size_t>(data_.sweep_batch_size), 0);
   }
+  for (const std::int64_t page : freed_pages_)
+    for (std::int64_t o = 0; o < shape_.page_size; ++o) {
+      const std::int64_t slot = page * shape_.page_size + o;
+      data_.freed[static_cast<int>(Group::Target)].push_back(slot);
+      if (shape_.draft_group) data_.freed[static_cast<int>(Group::Draft)].push_back(slot);
+      if (shape_.swa_window > 0) data_.freed[static_cast<int>(Group::Swa)].push_back(lut_[slot]);
+    }
+  freed_pages_.clear();
   data_.dirty_rows.assign(dirty_rows_.begin(), dirty_rows_.end());
   dirty_rows_.clear();
   data_.lut_dirty = lut_dirty_;
@@ -483,7 +496,7 @@ void Engine::inject_pre_step_faults() {
       const FaultClass c = entry.second;
       const bool pre = c == FaultClass::DoubleAllocation || c == FaultClass::UseAfterFree ||
                        c == FaultClass::PageTableOverwrite || c == FaultClass::SwaLutCorruption ||
-                       c == FaultClass::StalePrefixHit;
+                       c == FaultClass::StalePrefixHit || c == FaultClass::FreedRead;
       if (!pre) continue;
       if (inject(c, 0)) {
         entry.first = -1;
@@ -522,6 +535,7 @@ bool Engine::inject(FaultClass c, int /*phase*/) {
     case FaultClass::SwappedTokens: ok = inject_swapped_tokens(fault); break;
     case FaultClass::SwaLutCorruption: ok = inject_swa_lut(fault); break;
     case FaultClass::StalePrefixHit: ok = inject_stale_prefix(fault); break;
+    case FaultClass::FreedRead: ok = inject_freed_read(fault); break;
   }
   if (!ok) {
     faults_.pop_back();
@@ -604,14 +618,28 @@ bool Engine::inject_use_after_free(Fault& f) {
   return true;
 }
 
+// The engine frees a live page of A (the free stage stamps its slots FREED) while A's page table keeps
+// it; the page is quarantined, so A's next verify reads the FREED records before any reuse.
+bool Engine::inject_freed_read(Fault& f) {
+  const std::int64_t page = take_victim_page(f);
+  if (page < 0) return false;
+  stamp_freed(page);
+  for (std::int64_t o = 0; o < shape_.page_size; ++o) {
+    const Watch& w = watches_[page * shape_.page_size + o].back();
+    f.damage.push_back({w.reader, w.position, now(0), kAllGroups});
+  }
+  f.record.note += " freed while mapped (stamped FREED, never re-allocated)";
+  return true;
+}
+
 bool Engine::inject_page_table_overwrite(Fault& f) {
   Request* a = pick_running([&](const Request& r) { return r.total_len - r.written >= kRemainingToPick && r.written >= 2; });
   if (a == nullptr) return false;
   const std::int64_t p = uniform(0, a->written - 1);
   std::int64_t slot = 0;
-  if (uniform(0, 7) == 0) {  // the entry becomes slot 0, the padding slot verify skips: a blind spot
-    f.record.covered = false;
-    f.record.note = "entry set to slot 0 (verify skips slot 0)";
+  if (uniform(0, 7) == 0) {  // the entry becomes slot 0, the padding slot: verify's slot-zero check (bit 256)
+    f.record.note = "request " + std::to_string(a->id) + " position " + std::to_string(p) + " → slot 0";
+    f.damage.push_back({a->id, p, now(0), kAllGroups});
   } else {
     Request* b = pick_running([&](const Request& r) { return r.id != a->id && r.written >= 1; });
     if (b == nullptr) return false;

@@ -52,6 +52,9 @@ struct StepData {
   bool lut_dirty = false;
   std::array<GroupTokens, kGroups> tokens;
   std::vector<ByteFlip> flips;
+  // Slots the engine returned to its allocator since the last step, per group's slot space (SWA: through
+  // the LUT): the pipelines stamp them with the free stage (SPEC-CANARY §11.2) before the head.
+  std::array<std::vector<std::int64_t>, kGroups> freed;
   bool sweep = false;  // a verify-only pass over the prefix cache's entries, after the tail
   std::int64_t sweep_batch_size = 0;
   std::vector<std::int64_t> sweep_pool_indices, sweep_prefix_lens, sweep_extend_seq_lens, sweep_valid_lens;
@@ -135,6 +138,7 @@ class Engine {
   bool ensure_pages(Request& request, std::int64_t positions);
   std::int64_t allocate_page();
   void release_page(std::int64_t page);
+  void stamp_freed(std::int64_t page);  // the page's slots go to the next step's free stage
   void set_row_page(Request& request, std::int64_t page_index);
   bool evict_one_cache_entry();
   void finish_request(Request& request, bool aborted);
@@ -157,6 +161,7 @@ class Engine {
   bool inject_swapped_tokens(Fault& fault);
   bool inject_swa_lut(Fault& fault);
   bool inject_stale_prefix(Fault& fault);
+  bool inject_freed_read(Fault& fault);
   Request* pick_running(const std::function<bool(const Request&)>& accept);
   void taint_readers(Fault& fault, std::int64_t slot, std::int64_t time, int groups);
   void note_write(const Request& writer, std::int64_t position, std::int64_t slot, std::int64_t token, int groups);
@@ -180,6 +185,7 @@ class Engine {
   std::vector<std::int32_t> req_to_token_, token_pool_;
   std::vector<std::int64_t> lut_, lut_truth_;
   std::vector<std::int64_t> free_pages_;  // a stack: back() is handed out next
+  std::vector<std::int64_t> freed_pages_;  // released since the last step: stamped FREED before the next head
   std::vector<std::int64_t> page_refs_;
   std::vector<char> quarantined_;         // pages a fault touched: never handed out again once released
   std::int64_t reserved_pages_ = 0;

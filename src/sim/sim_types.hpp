@@ -26,11 +26,12 @@ enum class FaultClass : int {
   SwappedTokens = 6,       // two requests' token ids swapped in the step's input_ids
   SwaLutCorruption = 7,    // a full → SWA LUT entry points at another SWA slot
   StalePrefixHit = 8,      // a prefix-cache entry's pages are evicted and reused, the index keeps it
+  FreedRead = 9,           // a live request's page is freed (the free stage stamps it) and read before any reuse
 };
-constexpr int kFaultClasses = 9;
+constexpr int kFaultClasses = 10;
 
 // "double_alloc", "use_after_free", "page_table_overwrite", "rogue_write", "kv_byte_flip",
-// "position_off_by_one", "swapped_tokens", "swa_lut", "stale_prefix".
+// "position_off_by_one", "swapped_tokens", "swa_lut", "stale_prefix", "freed_read".
 const char* fault_class_name(FaultClass fault);
 std::optional<FaultClass> fault_class_from_name(std::string_view name);
 // "all", "none" or a comma-separated list of names; throws std::invalid_argument naming a bad one.
