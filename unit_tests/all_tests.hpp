@@ -15,3 +15,4 @@
 #include "test_report_reader.hpp"
 #include "test_canary_facts.hpp"
 #include "test_canary_differential.hpp"
+#include "test_write_targets.hpp"

@@ -131,6 +131,31 @@ struct CanaryRunner {
     return library;
   }
 
+  // write() of several buffers in one call on the backend, and the reference's write() once per buffer in
+  // order, from the same state; checks both agree; returns the library's buffers.
+  std::vector<Buffer> write(const Outputs& plan, const Tokens& tokens, const std::vector<KernelKind>& kinds,
+                            const std::vector<const RealKv*>& real_kvs, const std::vector<Buffer>& buffers,
+                            const Ring& ring, Ring* library_ring = nullptr) const {
+    std::vector<Buffer> library = buffers, reference = buffers, scratch = buffers;
+    std::vector<Buffer*> library_buffers;
+    for (Buffer& b : library) library_buffers.push_back(&b);
+    Ring library_ring_state = ring, reference_ring = ring, all = ring;
+    kvcanary::HostDataLayout as_uploaded = layout;
+    as_uploaded.int32_tokens = layout.int32_tokens && fits_int32(tokens);
+    kvcanary::write_host_data(ExecSpace(), plan, tokens, library_buffers, kinds, real_kvs, library_ring_state,
+                              algorithm, as_uploaded);
+    for (std::size_t t = 0; t < buffers.size(); ++t)
+      kvcanary::reference::write(plan, tokens, kinds[t], *real_kvs[t], reference[t], reference_ring);
+    all.capacity = ring.count + reference_ring.count + 1;
+    for (std::size_t t = 0; t < buffers.size(); ++t)
+      kvcanary::reference::write(plan, tokens, kinds[t], *real_kvs[t], scratch[t], all);
+    for (std::size_t t = 0; t < buffers.size(); ++t)
+      EXPECT_TRUE(same_buffer(library[t], reference[t])) << "target " << t;
+    EXPECT_TRUE(same_ring(library_ring_state, reference_ring, all));
+    if (library_ring != nullptr) *library_ring = library_ring_state;
+    return library;
+  }
+
   // verify() of one or more buffers on the backend and the reference; checks both agree.
   Ring verify(const Outputs& plan, const std::vector<const Buffer*>& buffers, const std::vector<KernelKind>& kinds,
               const std::vector<const RealKv*>& real_kvs, bool check_expected_token, const Ring& ring) const {

@@ -167,33 +167,44 @@ struct HostDataLayout {
   int write_lanes = 0;                       // > 0: the portable write() kernel at this width (tests vary it)
 };
 
-// write() on host data: uploads everything, runs on `space`, and writes back the buffer and the ring.
+// write() on host data over one or more buffers sharing the plan and tokens (one target: the one-buffer
+// write()): uploads everything, runs on `space`, and writes back the buffers and the ring.
 template <class ExecutionSpace>
 void write_host_data(const ExecutionSpace& space, const reference::Outputs& plan, const reference::StepTokens& tokens,
-                     KernelKind kernel_kind, const reference::RealKv& real_kv, reference::CanaryBuffer& buffer,
-                     reference::ViolationRing& ring, CanaryAlgorithm algorithm = CanaryAlgorithm::Default,
-                     const HostDataLayout& layout = HostDataLayout{}) {
+                     const std::vector<reference::CanaryBuffer*>& buffers, const std::vector<KernelKind>& kinds,
+                     const std::vector<const reference::RealKv*>& real_kvs, reference::ViolationRing& ring,
+                     CanaryAlgorithm algorithm = CanaryAlgorithm::Default, const HostDataLayout& layout = HostDataLayout{}) {
   using MemorySpace = typename ExecutionSpace::memory_space;
-  const CanaryBuffer<MemorySpace> device_buffer = upload_canary_buffer(space, buffer, layout.stride_bytes);
+  std::vector<WriteTarget<MemorySpace>> targets;
+  for (std::size_t t = 0; t < buffers.size(); ++t)
+    targets.push_back({upload_canary_buffer(space, *buffers[t], layout.stride_bytes), kinds.at(t),
+                       upload_real_kv(space, *real_kvs.at(t))});
   const ViolationRing<MemorySpace> device_ring = upload_violation_ring(space, ring);
-  WriteOptions<MemorySpace> options;
-  options.kernel_kind = kernel_kind;
-  options.real_kv = upload_real_kv(space, real_kv);
-  options.algorithm = algorithm;
   const WritePlan<MemorySpace> write_plan = upload_write_plan(space, plan);
   // A width the test asks for runs the portable kernel at that width; else write() picks the path.
   const auto run = [&](const auto& device_tokens) {
     if (layout.write_lanes > 0)
-      Impl::write_with_lanes(space, write_plan, device_tokens, device_buffer, device_ring, options, layout.write_lanes);
+      Impl::write_with_lanes(space, write_plan, device_tokens, targets, device_ring, layout.write_lanes);
+    else if (targets.size() == 1)
+      write(space, write_plan, device_tokens, targets[0].buffer, device_ring,
+            WriteOptions<MemorySpace>{targets[0].kernel_kind, targets[0].real_kv, algorithm});
     else
-      write(space, write_plan, device_tokens, device_buffer, device_ring, options);
+      write(space, write_plan, device_tokens, targets, device_ring, WriteCallOptions{algorithm});
   };
   if (layout.int32_tokens)
     run(upload_step_tokens<std::int32_t>(space, tokens));
   else
     run(upload_step_tokens<std::int64_t>(space, tokens));
-  buffer = download_canary_buffer(space, device_buffer);
+  for (std::size_t t = 0; t < buffers.size(); ++t) *buffers[t] = download_canary_buffer(space, targets[t].buffer);
   ring = download_violation_ring(space, device_ring);
+}
+
+template <class ExecutionSpace>
+void write_host_data(const ExecutionSpace& space, const reference::Outputs& plan, const reference::StepTokens& tokens,
+                     KernelKind kernel_kind, const reference::RealKv& real_kv, reference::CanaryBuffer& buffer,
+                     reference::ViolationRing& ring, CanaryAlgorithm algorithm = CanaryAlgorithm::Default,
+                     const HostDataLayout& layout = HostDataLayout{}) {
+  write_host_data(space, plan, tokens, {&buffer}, {kernel_kind}, {&real_kv}, ring, algorithm, layout);
 }
 
 // verify() on host data over one or more buffers sharing the plan, with the checks of SPEC-CANARY §11;

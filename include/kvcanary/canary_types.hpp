@@ -192,6 +192,22 @@ struct WriteOptions {
   CanaryAlgorithm algorithm = CanaryAlgorithm::Default;
 };
 
+// One canary buffer a write() call stamps, with its launch tag and real-KV sources. A call may take
+// several that share the plan and the tokens (the K and V halves): the plan and the tokens are read
+// once, and the chain is walked once for all buffers whose seed records agree (SPEC-CANARY §4).
+template <class MemorySpace>
+struct WriteTarget {
+  CanaryBuffer<MemorySpace> buffer;
+  KernelKind kernel_kind = KernelKind::HEAD_K_FULL;
+  RealKv<MemorySpace> real_kv;
+};
+constexpr int kMaxWriteTargets = kMaxVerifyTargets;
+
+// The options of a write() of several targets (each target carries its own kind and real-KV sources).
+struct WriteCallOptions {
+  CanaryAlgorithm algorithm = CanaryAlgorithm::Default;
+};
+
 // ---- allocation helpers: labelled, once, up front (they initialize on `space`, which does not wait) ----
 
 template <class ExecutionSpace, class MemorySpace = typename ExecutionSpace::memory_space>

@@ -5,10 +5,11 @@
 // chained to each request's seed record, with the input and chain-position asserts.
 //
 //   write(space, write_plan, tokens, buffer, ring[, options]);
+//   write(space, write_plan, tokens, targets, ring[, call_options]);  // several buffers (K and V) at once
 //
 // * Asynchronous on `space`, with no allocation, no host-device copy and no fence (capturable in a CUDA
 //   graph with plan() and verify()).
-// * kernel_run_counter += 1 per call; slot_run_counter += the tokens stored.
+// * kernel_run_counter += 1 per call and per target; slot_run_counter += the tokens stored (in all targets).
 // * Host-side errors (shapes, strides, sources, kinds) throw std::invalid_argument before any launch.
 //   Wrong device data (offsets past the token arrays, slots past the buffer) gives OUT_OF_RANGE rows.
 
@@ -18,20 +19,48 @@
 #include <kvcanary/impl/write_portable.hpp>
 #include <kvcanary/plan_types.hpp>
 
+#include <array>
+#include <cstdint>
 #include <type_traits>
+#include <vector>
 
 namespace kvcanary {
 
 namespace Impl {
 
+// A view of one target without copying its RealKv (whose source list lives on the heap).
+template <class MemorySpace>
+struct WriteTargetRef {
+  const CanaryBuffer<MemorySpace>& buffer;
+  KernelKind kernel_kind;
+  const RealKv<MemorySpace>& real_kv;
+};
+
+// Whether two buffers' records can share a byte: their address ranges overlap and, for one record
+// stride, some record of one lands within 32 bytes of a record of the other (K and V records
+// interleaved in one engine allocation at the same stride do not).
+template <class MemorySpace>
+bool records_may_overlap(const CanaryBuffer<MemorySpace>& a, const CanaryBuffer<MemorySpace>& b) {
+  if (a.num_slots() == 0 || b.num_slots() == 0) return false;
+  const auto first = [](const CanaryBuffer<MemorySpace>& x) { return reinterpret_cast<std::uintptr_t>(x.records.data()); };
+  const auto last = [&](const CanaryBuffer<MemorySpace>& x) {  // one past the last record's last byte
+    return first(x) + static_cast<std::uintptr_t>((x.num_slots() - 1) * x.stride_bytes() + kRecordBytes);
+  };
+  if (last(a) <= first(b) || last(b) <= first(a)) return false;
+  if (a.stride_bytes() != b.stride_bytes() || a.num_slots() == 1 || b.num_slots() == 1) return true;
+  const std::uintptr_t stride = static_cast<std::uintptr_t>(a.stride_bytes());
+  const std::uintptr_t gap = (first(b) - first(a)) % stride;  // mod 2^64 first, then mod the stride
+  const std::uintptr_t offset = first(b) >= first(a) ? gap : (stride - gap) % stride;
+  return offset < static_cast<std::uintptr_t>(kRecordBytes) || stride - offset < static_cast<std::uintptr_t>(kRecordBytes);
+}
+
 // The host checks of write() (std::invalid_argument before anything is launched), then the kernel's
-// arguments.
-template <class ExecutionSpace, class MemorySpace, class Index>
+// arguments. `targets` is any container of size() targets with .buffer, .kernel_kind and .real_kv.
+template <class ExecutionSpace, class MemorySpace, class Index, class Targets>
 WriteFunctor<ExecutionSpace, MemorySpace, Index> checked_write_functor(const WritePlan<MemorySpace>& write_plan,
                                                                      const StepTokens<MemorySpace, Index>& tokens,
-                                                                     const CanaryBuffer<MemorySpace>& buffer,
-                                                                     const ViolationRing<MemorySpace>& ring,
-                                                                     const WriteOptions<MemorySpace>& options) {
+                                                                     const Targets& targets,
+                                                                     const ViolationRing<MemorySpace>& ring) {
   static_assert(Kokkos::is_execution_space<ExecutionSpace>::value,
                 "kvcanary::write: the first argument must be a Kokkos execution space instance");
   static_assert(Kokkos::SpaceAccessibility<ExecutionSpace, MemorySpace>::accessible,
@@ -54,27 +83,50 @@ WriteFunctor<ExecutionSpace, MemorySpace, Index> checked_write_functor(const Wri
     throw_invalid_in(kWhere, "write_offsets has ", extent_of(write_plan.write_offsets),
                      " entries, must be write_req_capacity + 1 (write_seed_slot_indices has ", write_plan.capacity(), ")");
   if (write_plan.write_num_valid_reqs.data() == nullptr) throw_invalid_in(kWhere, "write_num_valid_reqs is not allocated");
-  check_buffer(kWhere, buffer);
+  if (targets.size() == 0 || targets.size() > static_cast<std::size_t>(kMaxWriteTargets))
+    throw_invalid_in(kWhere, "got ", targets.size(), " canary buffers, must be 1 to ", kMaxWriteTargets);
   check_ring(kWhere, ring);
-  check_kernel_kind(kWhere, options.kernel_kind);
 
   WriteFunctor<ExecutionSpace, MemorySpace, Index> functor{};
   functor.plan = DeviceWritePlan<MemorySpace>(write_plan);
   functor.tokens = DeviceStepTokens<MemorySpace, Index>(tokens);
-  functor.buffer = DeviceBuffer<MemorySpace>(buffer);
-  functor.real_kv = device_real_kv(kWhere, options.real_kv, buffer.num_slots());
+  functor.num_targets = static_cast<int>(targets.size());
   functor.ring = DeviceRing<MemorySpace>(ring);
-  functor.kind = static_cast<std::int64_t>(options.kernel_kind);
+  for (std::size_t t = 0; t < targets.size(); ++t) {
+    check_buffer(kWhere, targets[t].buffer);
+    check_kernel_kind(kWhere, targets[t].kernel_kind);
+    // One write() stamps every target at once: a record shared by two targets would take two stores.
+    for (std::size_t u = 0; u < t; ++u)
+      if (records_may_overlap(targets[u].buffer, targets[t].buffer))
+        throw_invalid_in(kWhere, "the canary buffers of targets ", u, " and ", t, " share memory, must be disjoint");
+    functor.targets[t].buffer = DeviceBuffer<MemorySpace>(targets[t].buffer);
+    functor.targets[t].real_kv = device_real_kv(kWhere, targets[t].real_kv, targets[t].buffer.num_slots());
+    functor.targets[t].kind = static_cast<std::int64_t>(targets[t].kernel_kind);
+  }
   return functor;
+}
+
+// The write of a checked functor on the path `algorithm` picks (the CUDA path where the backend has one).
+template <class ExecutionSpace, class Functor>
+void launch_write(const ExecutionSpace& space, const Functor& functor, CanaryAlgorithm algorithm) {
+  Kokkos::Profiling::pushRegion("kvcanary::write");
+  using Backend = WriteBackend<ExecutionSpace>;
+  bool done = false;
+  if constexpr (Backend::has_cuda) {
+    // The CUDA path returns false, having launched nothing, when it cannot run on this space.
+    if (algorithm != CanaryAlgorithm::Portable) done = Backend::write(space, functor);
+  }
+  if (!done) launch_write_portable(space, functor, TeamShape<ExecutionSpace>::write_lanes());
+  Kokkos::Profiling::popRegion();
 }
 
 // The portable kernel with `lanes` threads per request (impl/write_portable.hpp); the tests run several
 // widths.
-template <class ExecutionSpace, class MemorySpace, class Index>
+template <class ExecutionSpace, class MemorySpace, class Index, class Targets>
 void write_with_lanes(const ExecutionSpace& space, const WritePlan<MemorySpace>& write_plan,
-                      const StepTokens<MemorySpace, Index>& tokens, const CanaryBuffer<MemorySpace>& buffer,
-                      const ViolationRing<MemorySpace>& ring, const WriteOptions<MemorySpace>& options, int lanes) {
-  const auto functor = checked_write_functor<ExecutionSpace>(write_plan, tokens, buffer, ring, options);
+                      const StepTokens<MemorySpace, Index>& tokens, const Targets& targets,
+                      const ViolationRing<MemorySpace>& ring, int lanes) {
+  const auto functor = checked_write_functor<ExecutionSpace>(write_plan, tokens, targets, ring);
   Kokkos::Profiling::pushRegion("kvcanary::write");
   launch_write_portable(space, functor, lanes);
   Kokkos::Profiling::popRegion();
@@ -82,20 +134,26 @@ void write_with_lanes(const ExecutionSpace& space, const WritePlan<MemorySpace>&
 
 }  // namespace Impl
 
+// Several canary buffers sharing the plan and the tokens (1 to kMaxWriteTargets), e.g. the K and V
+// halves: the same buffers, rows and counters as one write() per target in order (SPEC-CANARY §4), with
+// the plan and tokens read once and the chain walked once for targets whose seeds agree. The targets'
+// records must not share memory (std::invalid_argument).
+template <class ExecutionSpace, class MemorySpace, class Index>
+void write(const ExecutionSpace& space, const WritePlan<MemorySpace>& write_plan,
+           const StepTokens<MemorySpace, Index>& tokens, const std::vector<WriteTarget<MemorySpace>>& targets,
+           const ViolationRing<MemorySpace>& ring, const WriteCallOptions& options = WriteCallOptions{}) {
+  const auto functor = Impl::checked_write_functor<ExecutionSpace>(write_plan, tokens, targets, ring);
+  Impl::launch_write(space, functor, options.algorithm);
+}
+
+// One canary buffer.
 template <class ExecutionSpace, class MemorySpace, class Index>
 void write(const ExecutionSpace& space, const WritePlan<MemorySpace>& write_plan,
            const StepTokens<MemorySpace, Index>& tokens, const CanaryBuffer<MemorySpace>& buffer,
            const ViolationRing<MemorySpace>& ring, const WriteOptions<MemorySpace>& options = WriteOptions<MemorySpace>{}) {
-  const auto functor = Impl::checked_write_functor<ExecutionSpace>(write_plan, tokens, buffer, ring, options);
-  Kokkos::Profiling::pushRegion("kvcanary::write");
-  using Backend = Impl::WriteBackend<ExecutionSpace>;
-  bool done = false;
-  if constexpr (Backend::has_cuda) {
-    // The CUDA path returns false, having launched nothing, when it cannot run on this space.
-    if (options.algorithm != CanaryAlgorithm::Portable) done = Backend::write(space, functor);
-  }
-  if (!done) Impl::launch_write_portable(space, functor, Impl::TeamShape<ExecutionSpace>::write_lanes());
-  Kokkos::Profiling::popRegion();
+  const std::array<Impl::WriteTargetRef<MemorySpace>, 1> one{{{buffer, options.kernel_kind, options.real_kv}}};
+  const auto functor = Impl::checked_write_functor<ExecutionSpace>(write_plan, tokens, one, ring);
+  Impl::launch_write(space, functor, options.algorithm);
 }
 
 }  // namespace kvcanary

@@ -14,6 +14,8 @@
 // * up to as many requests as SMs, a block is one warp (each request gets an SM of its own: measured
 //   9% faster on 32 prefill requests than 4 warps a block); more requests, 4 warps a block, and the
 //   tokens stored are added to the run counter once per block, not once per request.
+// * several buffers in one call (the K and V halves): one walk per group of buffers whose seeds agree,
+//   a store per buffer.
 // Same results as the portable path, row for row (the differential tests run both).
 
 #include <Kokkos_Core.hpp>
@@ -70,46 +72,73 @@ __device__ __forceinline__ void walk_chunk(const ChainInput* stage, unsigned sto
   chain.stored += __popc(stored_mask);
 }
 
-// write_request of WriteFunctor (write_portable.hpp) for a warp: the same reads, rows and stores.
+// write_request of WriteFunctor (write_portable.hpp) for a warp: the same reads, rows and stores, in
+// every target; a target that shares its leader's walk (TargetChains) takes the leader's states. The
+// loops over targets run to the constant kMaxWriteTargets so that they unroll and keep the states in
+// registers.
 template <class Functor>
 __device__ std::int64_t write_request(const Functor& f, ChainInput* stage, int lane, const WriteRequest& q) {
   if (q.begin >= q.end) return 0;  // nothing at all, seed included
-  const std::int64_t n = f.buffer.num_slots, begin = q.begin, stop = f.stop(q);
+  const std::int64_t begin = q.begin, stop = f.stop(q);
   // begin < stop <= num_tokens: begin + lane cannot overflow, whatever the offsets hold.
   WriteToken mine = begin >= 0 && begin < stop ? f.own_token(begin + lane, stop) : WriteToken{};
-  const RequestStart start = f.start_request(q, lane);
-  ChainState chain = start.chain;
-  // Every lane has read the seed before any lane stores (a request whose seed is one of its targets).
+  TargetChains c = f.start_targets(q, lane);
+  // Every lane has read the seeds before any lane stores (a request whose seed is one of its targets).
   __syncwarp();
   if (begin < 0) {
-    if (lane == 0) f.push_outside_tokens(begin, chain.running);
+    if (lane == 0)
+#pragma unroll
+      for (int t = 0; t < kMaxWriteTargets; ++t)
+        if (t < f.num_targets) f.push_outside_tokens(t, begin, c.chain[t].running);
     return 0;
   }
   for (std::int64_t base = begin; base < stop; base += kLanes) {
     const int count = stop - base < kLanes ? static_cast<int>(stop - base) : kLanes;
     // The next chunk's own token, loaded now and used after this chunk's chain.
     const WriteToken next = f.own_token(base + kLanes + lane, stop);
-    const bool stores = lane < count && mine.slot >= 0 && mine.slot < n;
-    const unsigned stored_mask = __ballot_sync(kAllLanes, stores);
     // The lanes with my slot, asked before the walk so that the match's latency hides behind it.
     const unsigned same_slot = __match_any_sync(kAllLanes, mine.slot);
     stage[lane] = ChainInput{mine.token, mine.position};
     __syncwarp();
-    ChainState before = chain;
-    if (stored_mask == kAllLanes)
-      walk_chunk<true>(stage, stored_mask, count, lane, chain, before);
-    else
-      walk_chunk<false>(stage, stored_mask, count, lane, chain, before);
+    ChainState before[kMaxWriteTargets];
+    unsigned stored_mask[kMaxWriteTargets];
+#pragma unroll
+    for (int t = 0; t < kMaxWriteTargets; ++t) {
+      if (t >= f.num_targets) continue;
+      if (c.leader[t] != t) {  // walked already, by an earlier target
+#pragma unroll
+        for (int u = 0; u < t; ++u)
+          if (c.leader[t] == u) {
+            before[t] = before[u];
+            c.chain[t] = c.chain[u];
+            stored_mask[t] = stored_mask[u];
+          }
+        continue;
+      }
+      const std::int64_t n = f.targets[t].buffer.num_slots;
+      stored_mask[t] = __ballot_sync(kAllLanes, lane < count && mine.slot >= 0 && mine.slot < n);
+      before[t] = c.chain[t];
+      if (stored_mask[t] == kAllLanes)
+        walk_chunk<true>(stage, stored_mask[t], count, lane, c.chain[t], before[t]);
+      else
+        walk_chunk<false>(stage, stored_mask[t], count, lane, c.chain[t], before[t]);
+    }
     // A later token of the chunk that stores into my slot: its record is the one kept.
     const unsigned later_lanes = lane == kLanes - 1 ? 0u : kAllLanes << (lane + 1);
-    const bool overwritten = (same_slot & stored_mask & later_lanes) != 0u;
-    if (lane < count) f.store_token(mine, before, start.position_assert, !overwritten);
+    if (lane < count) {
+#pragma unroll
+      for (int t = 0; t < kMaxWriteTargets; ++t) {
+        if (t >= f.num_targets) continue;
+        const bool overwritten = (same_slot & stored_mask[t] & later_lanes) != 0u;
+        f.store_token(t, mine, before[t], c.position_assert[t], !overwritten);
+      }
+    }
     mine = next;
     // The chunk's stores land before the next chunk's, and the stage is read before it is rewritten.
     __syncwarp();
   }
-  f.end_request(q, lane, chain.running);
-  return chain.stored;
+  f.end_request(q, lane, c);
+  return f.stored(c);
 }
 
 // Warp w of the grid writes requests w, w + warps, ... (read as the portable kernel reads them); one add of the tokens stored per block, one kernel run per call.
@@ -119,7 +148,7 @@ __global__ void __launch_bounds__(kMaxThreads) write_kernel(const Functor f) {
   __shared__ std::int64_t stored_by_warp[kMaxWarps];
   const int lane = static_cast<int>(threadIdx.x) % kLanes, warp = static_cast<int>(threadIdx.x) / kLanes;
   const int block_warps = static_cast<int>(blockDim.x) / kLanes;
-  if (blockIdx.x == 0 && threadIdx.x == 0) f.ring.add_runs(0, 1);  // every call, even with nothing to write
+  if (blockIdx.x == 0 && threadIdx.x == 0) f.ring.add_runs(0, f.num_targets);  // every call and target
   std::int64_t stored = 0;
   const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * block_warps;
   for (std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * block_warps + warp; r < f.plan.capacity(); r += warps) {

@@ -7,7 +7,9 @@
 // chunk's chain (the same addresses for all lanes: broadcast loads) and keeps the state before its own
 // token, then the lanes check and store their tokens at once. The chain is the only serial part; loads,
 // checks, real-KV folds and stores run in parallel, and the next chunk's tokens are loaded while the
-// chain runs.
+// chain runs. A call may stamp several buffers (the K and V halves): the tokens are loaded once, the
+// chain is walked once for the buffers whose seeds agree (TargetChains), and every lane stores its token
+// into each buffer.
 
 #include <kvcanary/canary_types.hpp>
 #include <kvcanary/impl/backend.hpp>
@@ -88,16 +90,34 @@ struct RequestStart {
   bool position_assert = false;
 };
 
+// One canary buffer of a write() call: its records, real-KV sources and launch tag.
+template <class MemorySpace>
+struct WriteTargetDevice {
+  DeviceBuffer<MemorySpace> buffer;
+  DeviceRealKv real_kv;
+  std::int64_t kind = 0;
+};
+
+// A request's chain state for each target, and which targets share a walk: a target whose buffer has the
+// slot count of an earlier one and whose seed gives the same start walks the same chain (the same tokens
+// skipped, the same hashes), so it takes that target's states instead of walking again. K and V buffers
+// stamped by the same calls agree on every seed; a buffer that does not (a corrupted seed record, a
+// buffer of another size) gets its own walk.
+struct TargetChains {
+  ChainState chain[kMaxWriteTargets];
+  bool position_assert[kMaxWriteTargets] = {};
+  int leader[kMaxWriteTargets] = {};
+};
+
 template <class ExecutionSpace, class MemorySpace, class Index>
 struct WriteFunctor {
   using member_type = typename Kokkos::TeamPolicy<ExecutionSpace>::member_type;
 
   DeviceWritePlan<MemorySpace> plan;
   DeviceStepTokens<MemorySpace, Index> tokens;
-  DeviceBuffer<MemorySpace> buffer;
-  DeviceRealKv real_kv;
+  WriteTargetDevice<MemorySpace> targets[kMaxWriteTargets];
+  int num_targets = 1;
   DeviceRing<MemorySpace> ring;
-  std::int64_t kind;
 
   KOKKOS_INLINE_FUNCTION WriteToken token_at(std::int64_t i) const {
     return WriteToken{static_cast<std::int64_t>(tokens.out_cache_loc(i)), static_cast<std::int64_t>(tokens.input_ids(i)),
@@ -128,12 +148,13 @@ struct WriteFunctor {
     return q.end < tokens.num_tokens ? q.end : tokens.num_tokens;
   }
 
-  // A request's chain before its first token (SPEC-CANARY §4): the seed record's hash and position,
-  // anchor_hash without a seed; a seed past the buffer gives one OUT_OF_RANGE row (pushed by lane 0).
-  KOKKOS_INLINE_FUNCTION RequestStart start_request(const WriteRequest& q, int lane) const {
+  // A request's chain before its first token in target t (SPEC-CANARY §4): the seed record's hash and
+  // position, anchor_hash without a seed; a seed past the buffer gives one OUT_OF_RANGE row (by lane 0).
+  KOKKOS_INLINE_FUNCTION RequestStart start_request(const WriteRequest& q, int t, int lane) const {
+    const DeviceBuffer<MemorySpace>& buffer = targets[t].buffer;
     RequestStart start;
     if (q.seed >= buffer.num_slots) {
-      if (lane == 0) ring.push(kind, q.seed, -1, -1, -1, kAnchorHashInt64, -1, kOutOfRange);
+      if (lane == 0) ring.push(targets[t].kind, q.seed, -1, -1, -1, kAnchorHashInt64, -1, kOutOfRange);
     } else if (q.seed >= 0) {
       const std::int64_t seed_prev = buffer.field(q.seed, kPrevHash), seed_token = buffer.field(q.seed, kToken);
       const std::int64_t seed_position = buffer.field(q.seed, kPosition);
@@ -144,19 +165,51 @@ struct WriteFunctor {
     return start;
   }
 
-  // A WritePlan that does not match the token arrays ends the request at its first index outside them,
-  // with one row (SPEC-CANARY §4): `index` is a negative begin, or max(begin, num_tokens) past the end.
-  KOKKOS_INLINE_FUNCTION void push_outside_tokens(std::int64_t index, std::int64_t running) const {
-    ring.push(kind, index, -1, -1, -1, running, -1, kOutOfRange);
+  // Every target's start, and the earlier target each one shares its walk with (itself when none). The
+  // loops run to the constant kMaxWriteTargets so that a GPU compiler unrolls them and keeps the arrays
+  // in registers.
+  KOKKOS_INLINE_FUNCTION TargetChains start_targets(const WriteRequest& q, int lane) const {
+    TargetChains c;
+    for (int t = 0; t < kMaxWriteTargets; ++t) {
+      if (t >= num_targets) continue;
+      const RequestStart start = start_request(q, t, lane);
+      c.chain[t] = start.chain;
+      c.position_assert[t] = start.position_assert;
+      c.leader[t] = t;
+      for (int u = 0; u < t; ++u)
+        if (c.leader[t] == t && targets[u].buffer.num_slots == targets[t].buffer.num_slots &&
+            c.chain[u].running == start.chain.running && c.chain[u].prev_position == start.chain.prev_position &&
+            c.position_assert[u] == start.position_assert)
+          c.leader[t] = c.leader[u];
+    }
+    return c;
   }
-  KOKKOS_INLINE_FUNCTION void end_request(const WriteRequest& q, int lane, std::int64_t running) const {
+
+  // A WritePlan that does not match the token arrays ends the request at its first index outside them,
+  // with one row per target (SPEC-CANARY §4): `index` is a negative begin, or max(begin, num_tokens)
+  // past the end.
+  KOKKOS_INLINE_FUNCTION void push_outside_tokens(int t, std::int64_t index, std::int64_t running) const {
+    ring.push(targets[t].kind, index, -1, -1, -1, running, -1, kOutOfRange);
+  }
+  KOKKOS_INLINE_FUNCTION void end_request(const WriteRequest& q, int lane, const TargetChains& c) const {
     if (q.end > tokens.num_tokens && lane == 0)
-      push_outside_tokens(q.begin > tokens.num_tokens ? q.begin : tokens.num_tokens, running);
+      for (int t = 0; t < kMaxWriteTargets; ++t)
+        if (t < num_targets)
+          push_outside_tokens(t, q.begin > tokens.num_tokens ? q.begin : tokens.num_tokens, c.chain[t].running);
+  }
+
+  // The tokens stored in every target by a request whose chains are `c`.
+  KOKKOS_INLINE_FUNCTION std::int64_t stored(const TargetChains& c) const {
+    std::int64_t total = 0;
+    for (int t = 0; t < kMaxWriteTargets; ++t)
+      if (t < num_targets) total += c.chain[t].stored;
+    return total;
   }
 
   KOKKOS_INLINE_FUNCTION void operator()(const member_type& team) const {
     const int lane = team.team_rank();
-    if (team.league_rank() == 0 && lane == 0) ring.add_runs(0, 1);  // every call, even with nothing to write
+    // Every call, even with nothing to write; each target counts as one call.
+    if (team.league_rank() == 0 && lane == 0) ring.add_runs(0, num_targets);
     std::int64_t stored = 0;
     for (std::int64_t r = team.league_rank(); r < plan.capacity(); r += team.league_size()) {
       const WriteRequest q = request(r);
@@ -166,76 +219,101 @@ struct WriteFunctor {
     if (lane == 0) ring.add_runs(stored, 0);
   }
 
-  // The tokens of one request; returns the tokens stored (the same on every lane). Rows are pushed by
-  // the lane that owns the token (request-level rows by lane 0).
+  // The tokens of one request; returns the tokens stored in all targets (the same on every lane). Rows
+  // are pushed by the lane that owns the token (request-level rows by lane 0).
   KOKKOS_INLINE_FUNCTION std::int64_t write_request(const member_type& team, const WriteRequest& q) const {
     if (q.begin >= q.end) return 0;  // nothing at all, seed included
     const int lane = team.team_rank(), lanes = team.team_size();
-    const std::int64_t n = buffer.num_slots, begin = q.begin, stop = this->stop(q);
-    // The lane's first token loads beside the seed's record: two reads in flight, one wait. (begin <
-    // stop <= num_tokens: begin + lane cannot overflow, whatever the offsets hold.)
+    const std::int64_t begin = q.begin, stop = this->stop(q);
+    // The lane's first token loads beside the seeds' records: the reads in flight at once, one wait.
+    // (begin < stop <= num_tokens: begin + lane cannot overflow, whatever the offsets hold.)
     WriteToken mine = begin >= 0 && begin < stop ? own_token(begin + lane, stop) : WriteToken{};
-    const RequestStart start = start_request(q, lane);
-    ChainState chain = start.chain;
-    // Every lane has read the seed before any stores: a request whose seed is one of its own targets
+    TargetChains c = start_targets(q, lane);
+    // Every lane has read the seeds before any stores: a request whose seed is one of its own targets
     // chains to the seed's old record, as one thread walking the tokens in order would.
     team.team_barrier();
     if (begin < 0) {
-      if (lane == 0) push_outside_tokens(begin, chain.running);
+      if (lane == 0)
+        for (int t = 0; t < kMaxWriteTargets; ++t)
+          if (t < num_targets) push_outside_tokens(t, begin, c.chain[t].running);
       return 0;
     }
     for (std::int64_t base = begin; base < stop; base += lanes) {
       const std::int64_t count = stop - base < lanes ? stop - base : lanes;
       // The next chunk's own token, loaded now and used after this chunk's chain.
       const WriteToken next = own_token(base + lanes + lane, stop);
-      ChainState before = chain;
+      ChainState before[kMaxWriteTargets];
       bool overwritten = false;  // a later token of the chunk targets my slot: its record is the one kept
-      // The walk loads token j + 1 before it hashes token j, so the load hides behind the chain.
-      WriteToken ahead = token_at(base);
-      for (std::int64_t j = 0; j < count; ++j) {
-        const WriteToken t = ahead;
-        if (j + 1 < count) ahead = token_at(base + j + 1);
-        if (j == lane) before = chain;
-        overwritten = overwritten || (j > lane && t.slot == mine.slot);
-        if (t.slot < 0 || t.slot >= n) continue;
-        chain.running = record_hash(chain.running, t.token, t.position);
-        chain.prev_position = as_uint64(t.position);
-        ++chain.stored;
+      for (int t = 0; t < kMaxWriteTargets; ++t) {
+        if (t >= num_targets) continue;
+        if (c.leader[t] != t) {  // walked already, by the leader of its class (an earlier target)
+          for (int u = 0; u < t; ++u)
+            if (c.leader[t] == u) {
+              before[t] = before[u];
+              c.chain[t] = c.chain[u];
+            }
+          continue;
+        }
+        before[t] = c.chain[t];
+        overwritten = walk_chunk(base, count, lane, mine.slot, targets[t].buffer.num_slots, c.chain[t], before[t]);
       }
-      if (lane < count) store_token(mine, before, start.position_assert, !overwritten);
+      if (lane < count)
+        for (int t = 0; t < kMaxWriteTargets; ++t)
+          if (t < num_targets) store_token(t, mine, before[t], c.position_assert[t], !overwritten);
       mine = next;
       // The chunk's stores land before the next chunk's: a slot written twice in one request keeps the
       // later token, as one thread walking the tokens in order would (and the reference does).
       team.team_barrier();
     }
-    end_request(q, lane, chain.running);
-    return chain.stored;
+    end_request(q, lane, c);
+    return stored(c);
   }
 
-  // Checks and stores one token (SPEC-CANARY §4) with the chain state before it.
-  KOKKOS_INLINE_FUNCTION void store_token(const WriteToken& t, const ChainState& before,
+  // The chain over the chunk's `count` tokens from `base` for a buffer of n slots; `before` gets the
+  // state before token `lane`. Returns whether a later token of the chunk targets `my_slot`.
+  KOKKOS_INLINE_FUNCTION bool walk_chunk(std::int64_t base, std::int64_t count, int lane, std::int64_t my_slot,
+                                         std::int64_t n, ChainState& chain, ChainState& before) const {
+    bool overwritten = false;
+    // The walk loads token j + 1 before it hashes token j, so the load hides behind the chain.
+    WriteToken ahead = token_at(base);
+    for (std::int64_t j = 0; j < count; ++j) {
+      const WriteToken t = ahead;
+      if (j + 1 < count) ahead = token_at(base + j + 1);
+      if (j == lane) before = chain;
+      overwritten = overwritten || (j > lane && t.slot == my_slot);
+      if (t.slot < 0 || t.slot >= n) continue;
+      chain.running = record_hash(chain.running, t.token, t.position);
+      chain.prev_position = as_uint64(t.position);
+      ++chain.stored;
+    }
+    return overwritten;
+  }
+
+  // Checks and stores one token into target t (SPEC-CANARY §4) with the chain state before it.
+  KOKKOS_INLINE_FUNCTION void store_token(int target, const WriteToken& t, const ChainState& before,
                                           bool position_assert, bool keep) const {
+    const WriteTargetDevice<MemorySpace>& w = targets[target];
     if (t.slot < 0) return;
-    if (t.slot >= buffer.num_slots) {
-      ring.push(kind, t.slot, t.position, t.token, -1, before.running, -1, kOutOfRange);
+    if (t.slot >= w.buffer.num_slots) {
+      ring.push(w.kind, t.slot, t.position, t.token, -1, before.running, -1, kOutOfRange);
       return;
     }
     if (tokens.input_assert) {
       const std::int64_t bits =
           (t.token != t.expected_token ? kWriteToken : 0) | (t.position != t.expected_position ? kWritePosition : 0);
       if (bits != 0)
-        ring.push(kind, t.slot, t.position, t.token, t.expected_token, before.running, t.expected_position, bits);
+        ring.push(w.kind, t.slot, t.position, t.token, t.expected_token, before.running, t.expected_position, bits);
     }
     if (position_assert) {
       const std::uint64_t next = before.prev_position + 1u;  // mod 2^64
       if (as_uint64(t.position) != next)
-        ring.push(kind, t.slot, t.position, t.token, t.token, before.running, as_int64(next), kWritePosition);
+        ring.push(w.kind, t.slot, t.position, t.token, t.token, before.running, as_int64(next), kWritePosition);
     }
     if (!keep) return;
-    buffer.field(t.slot, kToken) = t.token;
-    buffer.field(t.slot, kPosition) = t.position;
-    buffer.field(t.slot, kPrevHash) = before.running;
-    buffer.field(t.slot, kRealKvHash) = real_kv.fold(t.slot);
+    w.buffer.field(t.slot, kToken) = t.token;
+    w.buffer.field(t.slot, kPosition) = t.position;
+    w.buffer.field(t.slot, kPrevHash) = before.running;
+    w.buffer.field(t.slot, kRealKvHash) = w.real_kv.fold(t.slot);
   }
 };
 
