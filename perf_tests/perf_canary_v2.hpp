@@ -12,6 +12,7 @@
 // Floor: max(bytes / copy bandwidth, one launch). free: 8 bytes read (the slot) and 16 written per slot;
 // cross-check: 4 (req_to_token) + 4 (metadata) per entry compared, 40 per batch row.
 
+#include "perf_support.hpp"  // before canary_workloads.hpp, which uses it
 #include "canary_workloads.hpp"
 #include "perf_timing.hpp"
 
@@ -25,6 +26,19 @@
 namespace kvcanary_perf {
 
 constexpr std::int64_t kFreeBufferSlots = std::int64_t{1} << 20;
+
+// One eager call checked (check(calls, when)), then timed; a graph's first replay checked too.
+template <class ExecutionSpace, class Run, class Check>
+CallTotals time_checked(benchmark::State& state, const Instance<ExecutionSpace>& instance, Launch launch, const Run& run,
+                        const Check& check) {
+  instance.space().fence();
+  run();
+  check(1, "eager call");
+  return time_calls(state, instance, launch, run, [&](auto replay) {
+    replay();
+    check(1 + kCudaGraphCalls, "graph replay");
+  });
+}
 
 template <class ExecutionSpace>
 void bench_free(benchmark::State& state, std::int64_t n, Launch launch) {
@@ -57,13 +71,7 @@ void bench_free(benchmark::State& state, std::int64_t n, Launch launch) {
       expect(r.count == 0 && r.kernel_run_counter == calls && r.slot_run_counter == calls * n,
              when + ": counters " + std::to_string(r.kernel_run_counter) + " / " + std::to_string(r.slot_run_counter));
     };
-    space.fence();
-    run();
-    check(1, "eager call");
-    const CallTotals totals = time_calls(state, instance, launch, run, [&](auto replay) {
-      replay();
-      check(1 + kCudaGraphCalls, "graph replay");
-    });
+    const CallTotals totals = time_checked(state, instance, launch, run, check);
     const std::int64_t bytes = n * 24;
     set_time_counters(state, totals, bytes, measured_floor().floor_us(bytes), Regime::Latency);
     if (totals.calls > 0) state.counters["slots"] = static_cast<double>(n);
@@ -138,13 +146,7 @@ void bench_cross_check(benchmark::State& state, const CrossCheckShape& shape, La
              when + ": " + std::to_string(r.count) + " rows, counters " + std::to_string(r.kernel_run_counter) + " / " +
                  std::to_string(r.slot_run_counter) + first_row(r));
     };
-    space.fence();
-    run();
-    check(1, "eager call");
-    const CallTotals totals = time_calls(state, instance, launch, run, [&](auto replay) {
-      replay();
-      check(1 + kCudaGraphCalls, "graph replay");
-    });
+    const CallTotals totals = time_checked(state, instance, launch, run, check);
     const std::int64_t bytes = entries * 8 + shape.batch_size * 40;
     set_time_counters(state, totals, bytes, measured_floor().floor_us(bytes), Regime::Bandwidth);
     if (totals.calls > 0) state.counters["entries"] = static_cast<double>(entries);

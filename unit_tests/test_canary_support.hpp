@@ -12,6 +12,7 @@
 #include <kvcanary/reference_canary.hpp>
 
 #include <algorithm>
+#include <array>
 #include <sstream>
 #include <vector>
 
@@ -97,6 +98,20 @@ inline bool fits_int32(const Tokens& t) {
   };
   return fits(t.input_ids) && fits(t.positions) && fits(t.out_cache_loc) &&
          (!t.expected_input_ids || (fits(*t.expected_input_ids) && fits(*t.expected_positions)));
+}
+
+// A VerifyPlan of entries (slot, expected position, prev, expected token), all valid, enabled.
+inline Outputs verify_plan_of(const std::vector<std::array<std::int64_t, 4>>& entries) {
+  Outputs plan = kvcanary::reference::make_outputs(static_cast<std::int64_t>(entries.size()), 0, 0);
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    plan.verify_slot_indices[i] = entries[i][0];
+    plan.verify_expected_positions[i] = entries[i][1];
+    plan.verify_prev_slot_indices[i] = entries[i][2];
+    plan.verify_expected_tokens[i] = entries[i][3];
+  }
+  plan.verify_num_valid = static_cast<std::int32_t>(entries.size());
+  plan.enable = 1;
+  return plan;
 }
 
 // One stage call on both sides from the same state.

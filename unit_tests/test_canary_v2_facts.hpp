@@ -25,20 +25,11 @@ class CanaryV2 : public ::testing::Test {
   }();
 
   static Outputs verify_plan(const std::vector<std::array<std::int64_t, 4>>& entries) {  // (slot, pos, prev, token)
-    Outputs plan = kvcanary::reference::make_outputs(static_cast<std::int64_t>(entries.size()), 0, 0);
-    for (std::size_t i = 0; i < entries.size(); ++i) {
-      plan.verify_slot_indices[i] = entries[i][0];
-      plan.verify_expected_positions[i] = entries[i][1];
-      plan.verify_prev_slot_indices[i] = entries[i][2];
-      plan.verify_expected_tokens[i] = entries[i][3];
-    }
-    plan.verify_num_valid = static_cast<std::int32_t>(entries.size());
-    plan.enable = 1;
-    return plan;
+    return verify_plan_of(entries);
   }
 
-  // Tokens 101, 202, 303 at positions 0-2 in slots 1-3, chained from seed -1.
-  Buffer three_tokens() const {
+  // Tokens 101, 202, 303 at positions 0-2 in slots 1-3, chained from seed -1, written over `buffer`.
+  StageRun write_three(const Buffer& buffer) const {
     Outputs plan = kvcanary::reference::make_outputs(0, 1, 0);
     plan.write_offsets = {0, 3};
     plan.write_seed_slot_indices = {-1};
@@ -47,8 +38,9 @@ class CanaryV2 : public ::testing::Test {
     t.input_ids = {101, 202, 303};
     t.positions = {0, 1, 2};
     t.out_cache_loc = {1, 2, 3};
-    return runner.write(plan, t, KernelKind::HEAD_K_FULL, RealKv{}, Buffer(8), empty_ring(4)).buffer;
+    return runner.write(plan, t, KernelKind::HEAD_K_FULL, RealKv{}, buffer, empty_ring(4));
   }
+  Buffer three_tokens() const { return write_three(Buffer(8)).buffer; }
   static Outputs three_entries() { return verify_plan({{1, 0, -1, 101}, {2, 1, 1, 202}, {3, 2, 2, 303}}); }
 };
 
@@ -125,15 +117,7 @@ TEST_F(CanaryV2, ReadingAnotherChainsFreedRecordAddsChainAndPosition) {
 
 TEST_F(CanaryV2, AWriteOverAFreedSlotIsTheNormalReuse) {
   const Buffer freed = runner.free({1, 2, 3}, 1, three_tokens(), empty_ring(4)).buffer;
-  Outputs plan = kvcanary::reference::make_outputs(0, 1, 0);
-  plan.write_offsets = {0, 3};
-  plan.write_seed_slot_indices = {-1};
-  plan.write_num_valid_reqs = 1;
-  Tokens t;
-  t.input_ids = {101, 202, 303};
-  t.positions = {0, 1, 2};
-  t.out_cache_loc = {1, 2, 3};
-  const StageRun run = runner.write(plan, t, KernelKind::HEAD_K_FULL, RealKv{}, freed, empty_ring(4));
+  const StageRun run = write_three(freed);
   EXPECT_EQ(run.ring.count, 0);
   EXPECT_EQ(v2.verify(three_entries(), run.buffer, empty_ring(4)).count, 0);
 }

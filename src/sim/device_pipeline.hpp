@@ -91,6 +91,8 @@ class DevicePipeline {
     kv_k_ = Bytes(Kokkos::view_alloc(space_, "kvcanary::sim::kv_k"), shape.num_pages, row_bytes);
     kv_v_ = Bytes(Kokkos::view_alloc(space_, "kvcanary::sim::kv_v"), shape.num_pages, row_bytes);
     freed_ = alloc("freed_slots", shape.num_slots);
+    kv_indptr_ = alloc("kv_indptr", shape.max_batch + 1);
+    kv_indices_ = alloc("kv_indices", shape.max_batch * shape.cols);
     epoch_ = Kokkos::View<std::int64_t, Memory>(Kokkos::view_alloc(space_, "kvcanary::sim::free_epoch"));
     chain_assert_ = Kokkos::View<std::int32_t, Memory>(Kokkos::view_alloc(space_, "kvcanary::sim::chain_position_assert"));
     Kokkos::deep_copy(space_, chain_assert_, 1);
@@ -179,6 +181,8 @@ class DevicePipeline {
       copy(groups_[g].expected_positions, t.expected_positions.data(), n);
     }
     free_slots(data);
+    copy(kv_indptr_, data.kv_indptr.data(), bs + 1);
+    copy(kv_indices_, data.kv_indices.data(), static_cast<std::int64_t>(data.kv_indices.size()));
     if (data.sweep) {
       const std::int64_t n = data.sweep_batch_size;
       copy(sweep_pool_indices_, data.sweep_pool_indices.data(), n);
@@ -215,6 +219,7 @@ class DevicePipeline {
         GroupState& s = groups_[g];
         plan(space_, inputs(static_cast<Group>(g), data.batch_size), s.verify, s.write, s.status, s.workspace);
         verify(space_, s.verify, s.head_targets, s.ring);
+        if (g == 0) cross_check(space_, inputs(Group::Target, data.batch_size), metadata(data.batch_size), s.ring);
         write(space_, s.write, s.tokens, s.k, s.ring, s.head_write_k);
         write(space_, s.write, s.tokens, s.v, s.ring, s.head_write_v);
       }
@@ -310,6 +315,14 @@ class DevicePipeline {
                       Kokkos::View<const T*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(host, static_cast<std::size_t>(n)));
   }
 
+  // The target group's backend metadata of a batch of bs rows (SPEC-CANARY §11.4), at fixed addresses.
+  BackendMetadata<Memory, std::int64_t> metadata(std::int64_t bs) const {
+    BackendMetadata<Memory, std::int64_t> m;
+    m.kv_indptr = unmanaged_vector<Memory>(kv_indptr_.data(), bs + 1);
+    m.kv_indices = unmanaged_vector<Memory>(kv_indices_.data(), static_cast<std::int64_t>(kv_indices_.extent(0)));
+    return m;
+  }
+
   PlanInputs<Memory> inputs(Group group, std::int64_t bs) const {
     PlanInputs<Memory> in;
     in.req_pool_indices = unmanaged_vector<Memory>(req_pool_indices_.data(), bs);
@@ -368,7 +381,7 @@ class DevicePipeline {
   Space space_;
   EngineShape shape_;
   SimulationOptions options_;
-  Vector<std::int64_t> req_pool_indices_, prefix_lens_, extend_seq_lens_, valid_lens_, lut_, freed_;
+  Vector<std::int64_t> req_pool_indices_, prefix_lens_, extend_seq_lens_, valid_lens_, lut_, freed_, kv_indptr_, kv_indices_;
   Kokkos::View<std::int64_t, Memory> epoch_;
   Vector<std::int64_t> sweep_pool_indices_, sweep_prefix_lens_, sweep_extend_seq_lens_, sweep_valid_lens_;
   Table req_to_token_, token_pool_;

@@ -312,6 +312,11 @@ const StepData& Engine::begin_step(std::int64_t step) {
                                                                                                                                : 0;
       if (phase > 0 && inject(c, phase)) entry.first = -1;
     }
+  build_backend_metadata();
+  for (auto& entry : schedule_)  // a stale copy of the table: after the backend built it
+    if (entry.first >= 0 && entry.first <= step && entry.second == FaultClass::StaleMetadata &&
+        inject(entry.second, 1))
+      entry.first = -1;
   if (options_.sweep_every > 0 && step % options_.sweep_every == options_.sweep_every - 1 && !cache_.empty()) {
     data_.sweep = true;
     for (const auto& [t, entry] : cache_) {
@@ -509,7 +514,7 @@ void Engine::inject_pre_step_faults() {
     if (entry.first >= 0 && step_ >= options_.steps - 60 && entry.first <= step_) {
       const FaultClass c = entry.second;
       if (c == FaultClass::RogueWrite || c == FaultClass::PositionOffByOne || c == FaultClass::SwappedTokens ||
-          c == FaultClass::KvByteFlip) {
+          c == FaultClass::KvByteFlip || c == FaultClass::StaleMetadata) {
         entry.first = -1;
         ++skipped_[static_cast<int>(c)];
       }
@@ -536,6 +541,7 @@ bool Engine::inject(FaultClass c, int /*phase*/) {
     case FaultClass::SwaLutCorruption: ok = inject_swa_lut(fault); break;
     case FaultClass::StalePrefixHit: ok = inject_stale_prefix(fault); break;
     case FaultClass::FreedRead: ok = inject_freed_read(fault); break;
+    case FaultClass::StaleMetadata: ok = inject_stale_metadata(fault); break;
   }
   if (!ok) {
     faults_.pop_back();
@@ -629,6 +635,48 @@ bool Engine::inject_freed_read(Fault& f) {
     f.damage.push_back({w.reader, w.position, now(0), kAllGroups});
   }
   f.record.note += " freed while mapped (stamped FREED, never re-allocated)";
+  return true;
+}
+
+void Engine::build_backend_metadata() {
+  data_.kv_indptr.assign(1, 0);
+  data_.kv_indices.clear();
+  for (std::int64_t r = 0; r < data_.batch_size; ++r) {
+    const std::int64_t rp = data_.req_pool_indices[static_cast<std::size_t>(r)];
+    if (rp != 0) {
+      const std::int64_t length = std::min(shape_.cols, data_.prefix_lens[static_cast<std::size_t>(r)] +
+                                                            std::max<std::int64_t>(0, data_.extend_seq_lens[static_cast<std::size_t>(r)]));
+      for (std::int64_t p = 0; p < length; ++p) data_.kv_indices.push_back(req_to_token_[rp * shape_.cols + p]);
+    }
+    data_.kv_indptr.push_back(static_cast<std::int64_t>(data_.kv_indices.size()));
+  }
+}
+
+// The backend's copy of A's page-table row keeps a stale entry for one already written position (a slot
+// of another live request, or 0 as in vLLM PR #7018) while req_to_token is right: the head's cross-check
+// of the copy sees it at once.
+bool Engine::inject_stale_metadata(Fault& f) {
+  std::vector<std::size_t> rows;
+  for (std::size_t b = 0; b < batch_.size(); ++b)
+    if (batch_prefix_[b] >= 1) rows.push_back(b);
+  if (rows.empty()) return false;
+  const std::size_t b = rows[static_cast<std::size_t>(uniform(0, static_cast<std::int64_t>(rows.size()) - 1))];
+  const std::int64_t p = uniform(0, batch_prefix_[b] - 1);
+  const auto entry = static_cast<std::size_t>(data_.kv_indptr[b] + p);
+  const std::int64_t truth = data_.kv_indices[entry];
+  std::int64_t stale = 0;
+  if (uniform(0, 3) != 0)
+    if (const Request* other = pick_running([&](const Request& r) { return r.id != batch_[b] && r.written >= 1; })) {
+      stale = slot_of(*other, uniform(0, other->written - 1));
+      if (stale == truth) return false;
+    }
+  data_.kv_indices[entry] = stale;
+  f.record.slots = {truth};
+  f.slots[static_cast<int>(Group::Target)].insert(truth);
+  f.requests.insert(batch_[b]);
+  f.record.exercised_step = step_;  // the head's cross-check reads the copy at once
+  f.record.note = "request " + std::to_string(batch_[b]) + " position " + std::to_string(p) + ": kv_indices holds " +
+                  std::to_string(stale) + " instead of " + std::to_string(truth);
   return true;
 }
 

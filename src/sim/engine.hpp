@@ -55,6 +55,10 @@ struct StepData {
   // Slots the engine returned to its allocator since the last step, per group's slot space (SWA: through
   // the LUT): the pipelines stamp them with the free stage (SPEC-CANARY §11.2) before the head.
   std::array<std::vector<std::int64_t>, kGroups> freed;
+  // The target group's attention-backend metadata as a backend builds it from req_to_token: CSR, page
+  // size 1, prefix + extend tokens per batch row (padding rows empty); the head cross-checks it
+  // (SPEC-CANARY §11.4).
+  std::vector<std::int64_t> kv_indptr, kv_indices;
   bool sweep = false;  // a verify-only pass over the prefix cache's entries, after the tail
   std::int64_t sweep_batch_size = 0;
   std::vector<std::int64_t> sweep_pool_indices, sweep_prefix_lens, sweep_extend_seq_lens, sweep_valid_lens;
@@ -162,6 +166,8 @@ class Engine {
   bool inject_swa_lut(Fault& fault);
   bool inject_stale_prefix(Fault& fault);
   bool inject_freed_read(Fault& fault);
+  bool inject_stale_metadata(Fault& fault);
+  void build_backend_metadata();
   Request* pick_running(const std::function<bool(const Request&)>& accept);
   void taint_readers(Fault& fault, std::int64_t slot, std::int64_t time, int groups);
   void note_write(const Request& writer, std::int64_t position, std::int64_t slot, std::int64_t token, int groups);

@@ -11,7 +11,7 @@ namespace {
 constexpr const char* kNames[kFaultClasses] = {"double_alloc",        "use_after_free", "page_table_overwrite",
                                                "rogue_write",         "kv_byte_flip",   "position_off_by_one",
                                                "swapped_tokens",      "swa_lut",        "stale_prefix",
-                                               "freed_read"};
+                                               "freed_read",          "stale_metadata"};
 constexpr std::int64_t kRecordBits = kVerifyChainHash | kVerifyPosition | kVerifyToken;
 }  // namespace
 
@@ -74,6 +74,8 @@ FaultExpectation expected_catch(FaultClass fault) {
               "none"};
     case FaultClass::FreedRead:
       return {"head verify (free stage: FREED record)", kVerifyFreed | kVerifyChainHash, "the step of the free", "none"};
+    case FaultClass::StaleMetadata:
+      return {"cross-check of the backend's kv_indices (head)", kMetadataMismatch, "the step of the stale copy", "none"};
   }
   return {"", 0, "", ""};
 }

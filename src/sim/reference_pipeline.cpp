@@ -84,7 +84,7 @@ void ReferencePipeline::upload(const Engine& engine, const StepData& data) {
 // The checks of SPEC-CANARY §11 as the device pipeline's verify() runs them: the library's defaults.
 constexpr VerifyChecks kChecks{};
 
-void ReferencePipeline::head(const StepData&) {
+void ReferencePipeline::head(const StepData& data) {
   for (int g = 0; g < kGroups; ++g) {
     GroupState& s = groups_[g];
     if (!s.on) continue;
@@ -94,6 +94,13 @@ void ReferencePipeline::head(const StepData&) {
     reference::plan(s.inputs, s.plan);
     reference::verify(s.plan, s.k, s.head_k, rk, true, kChecks, s.ring);
     reference::verify(s.plan, s.v, s.head_v, rv, true, kChecks, s.ring);
+    if (g == 0) {  // the attention backend's own copy of the table (SPEC-CANARY §11.4)
+      reference::BackendMetadata metadata;
+      metadata.kv_indptr = data.kv_indptr;
+      metadata.kv_indices = data.kv_indices;
+      metadata.kv_indices.resize(static_cast<std::size_t>(shape_.max_batch * shape_.cols), 0);  // the device's capacity
+      reference::cross_check(s.inputs, metadata, KernelKind::HEAD_K_FULL, s.ring);
+    }
     reference::write(s.plan, s.tokens, s.head_k, rk, s.k, s.ring);
     reference::write(s.plan, s.tokens, s.head_v, rv, s.v, s.ring);
   }
