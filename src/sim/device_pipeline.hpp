@@ -262,6 +262,8 @@ class DevicePipeline {
     in.req_to_verify_expected_tokens_valid_lens = unmanaged_vector<Memory>(sweep_valid_lens_.data(), n);
     plan(space_, in, sweep_verify_, sweep_write_, sweep_status_, sweep_workspace_);
     verify(space_, sweep_verify_, groups_[0].sweep_targets, groups_[0].ring);
+    for (const VerifyTarget<Memory>& t : groups_[0].sweep_targets)  // the padding slot's bytes (SPEC-CANARY §11.5)
+      check_padding_slot(space_, t.real_kv, padding_fold_of_zeros(t.real_kv), groups_[0].ring, t.kernel_kind);
   }
 
   void fence() const { space_.fence(); }

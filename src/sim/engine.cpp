@@ -300,6 +300,11 @@ const StepData& Engine::begin_step(std::int64_t step) {
   step_ = step;
   data_ = StepData{};
   data_.step = step;
+  if (!repair_flips_.empty()) {  // XOR again: the padding slot's bytes are zero once more after this step's model write
+    data_.flips = repair_flips_;
+    repair_flips_.clear();
+    padding_fault_active_ = false;
+  }
   admit_requests();
   inject_pre_step_faults();
   build_batch();
@@ -307,7 +312,7 @@ const StepData& Engine::begin_step(std::int64_t step) {
   for (auto& entry : schedule_)
     if (entry.first >= 0 && entry.first <= step) {
       const FaultClass c = entry.second;
-      const int phase = c == FaultClass::KvByteFlip ? 2
+      const int phase = (c == FaultClass::KvByteFlip || c == FaultClass::PaddingKv) ? 2
                         : (c == FaultClass::RogueWrite || c == FaultClass::PositionOffByOne || c == FaultClass::SwappedTokens) ? 1
                                                                                                                                : 0;
       if (phase > 0 && inject(c, phase)) entry.first = -1;
@@ -463,6 +468,7 @@ void Engine::end_step(const std::vector<GroupRow>& rows, std::int64_t ring_overf
       } else {
         ++it;
       }
+    for (const ByteFlip& flip : f.flips) repair_flips_.push_back(flip);  // the engine rewrites the padding slot
     if (f.lut_slot >= 0) {
       lut_[f.lut_slot] = f.lut_old;
       f.lut_slot = -1;
@@ -514,7 +520,7 @@ void Engine::inject_pre_step_faults() {
     if (entry.first >= 0 && step_ >= options_.steps - 60 && entry.first <= step_) {
       const FaultClass c = entry.second;
       if (c == FaultClass::RogueWrite || c == FaultClass::PositionOffByOne || c == FaultClass::SwappedTokens ||
-          c == FaultClass::KvByteFlip || c == FaultClass::StaleMetadata) {
+          c == FaultClass::KvByteFlip || c == FaultClass::StaleMetadata || c == FaultClass::PaddingKv) {
         entry.first = -1;
         ++skipped_[static_cast<int>(c)];
       }
@@ -542,6 +548,7 @@ bool Engine::inject(FaultClass c, int /*phase*/) {
     case FaultClass::StalePrefixHit: ok = inject_stale_prefix(fault); break;
     case FaultClass::FreedRead: ok = inject_freed_read(fault); break;
     case FaultClass::StaleMetadata: ok = inject_stale_metadata(fault); break;
+    case FaultClass::PaddingKv: ok = inject_padding_kv(fault); break;
   }
   if (!ok) {
     faults_.pop_back();
@@ -782,6 +789,32 @@ bool Engine::inject_kv_byte_flip(Fault& f) {
   return true;
 }
 
+// A CUDA-graph padding row writes undefined K/V into the padding slot (SGLang PR #32477): one byte of slot
+// 0's K or V flips after the model's write. The sweep's padding-slot check compares slot 0's fingerprint
+// with that of zero bytes (SPEC-CANARY §11.5). Page 0 is never handed out, so its slots stay the fault's.
+bool Engine::inject_padding_kv(Fault& f) {
+  if (padding_fault_active_) return false;
+  ByteFlip flip;
+  flip.tensor = static_cast<int>(uniform(0, 1));
+  flip.slot = 0;
+  flip.byte = uniform(0, shape_.bytes_per_token - 1);
+  flip.mask = static_cast<std::uint8_t>(uniform(1, 255));
+  const RealKvMode mode = options_.real_kv;
+  f.record.covered = mode == RealKvMode::All || (mode == RealKvMode::Partial && flip.byte < 16);
+  f.record.note = std::string(flip.tensor == 0 ? "K" : "V") + " byte " + std::to_string(flip.byte) + " of slot 0";
+  if (!f.record.covered) {
+    f.record.note += mode == RealKvMode::None ? " (real-KV mode none)" : " (past PARTIAL's 16)";
+    repair_flips_.push_back(flip);  // nothing can see it: undone at the next step
+  }
+  data_.flips.push_back(flip);
+  f.flips = {flip};
+  f.record.slots = {0};
+  f.slots[static_cast<int>(Group::Target)] = {0};
+  quarantined_[0] = 1;
+  padding_fault_active_ = true;
+  return true;
+}
+
 bool Engine::inject_position_off_by_one(Fault& f) {
   Request* b = pick_running([&](const Request& r) { return r.advance > 0; });
   if (b == nullptr) return false;
@@ -904,6 +937,10 @@ void Engine::note_write(const Request& writer, std::int64_t position, std::int64
 void Engine::mark_exercised() {
   for (auto& f : faults_) {
     if (f.record.exercised_step >= 0) continue;
+    if (f.record.fault == FaultClass::PaddingKv && f.record.covered && data_.sweep) {  // the sweep checks slot 0
+      f.record.exercised_step = step_;
+      continue;
+    }
     for (const auto& d : f.damage) {
       bool read = false;
       for (std::size_t b = 0; b < batch_.size() && !read; ++b) {

@@ -133,6 +133,7 @@ class Engine {
     std::set<std::int64_t> cache_entries;  // tainted cache entry ids
     std::set<std::int64_t> slots[kGroups];
     std::int64_t lut_slot = -1, lut_old = -1;
+    std::vector<ByteFlip> flips;  // padding_kv: the bytes it changed (flipped back after its detection)
     bool condemned = false;
   };
 
@@ -167,6 +168,7 @@ class Engine {
   bool inject_stale_prefix(Fault& fault);
   bool inject_freed_read(Fault& fault);
   bool inject_stale_metadata(Fault& fault);
+  bool inject_padding_kv(Fault& fault);
   void build_backend_metadata();
   Request* pick_running(const std::function<bool(const Request&)>& accept);
   void taint_readers(Fault& fault, std::int64_t slot, std::int64_t time, int groups);
@@ -192,6 +194,8 @@ class Engine {
   std::vector<std::int64_t> lut_, lut_truth_;
   std::vector<std::int64_t> free_pages_;  // a stack: back() is handed out next
   std::vector<std::int64_t> freed_pages_;  // released since the last step: stamped FREED before the next head
+  std::vector<ByteFlip> repair_flips_;      // the padding slot's bytes restored at the next step
+  bool padding_fault_active_ = false;       // one padding_kv fault at a time (its flip is undone by XOR)
   std::vector<std::int64_t> page_refs_;
   std::vector<char> quarantined_;         // pages a fault touched: never handed out again once released
   std::int64_t reserved_pages_ = 0;

@@ -11,7 +11,7 @@ namespace {
 constexpr const char* kNames[kFaultClasses] = {"double_alloc",        "use_after_free", "page_table_overwrite",
                                                "rogue_write",         "kv_byte_flip",   "position_off_by_one",
                                                "swapped_tokens",      "swa_lut",        "stale_prefix",
-                                               "freed_read",          "stale_metadata"};
+                                               "freed_read",          "stale_metadata", "padding_kv"};
 constexpr std::int64_t kRecordBits = kVerifyChainHash | kVerifyPosition | kVerifyToken;
 }  // namespace
 
@@ -76,6 +76,9 @@ FaultExpectation expected_catch(FaultClass fault) {
       return {"head verify (free stage: FREED record)", kVerifyFreed | kVerifyChainHash, "the step of the free", "none"};
     case FaultClass::StaleMetadata:
       return {"cross-check of the backend's kv_indices (head)", kMetadataMismatch, "the step of the stale copy", "none"};
+    case FaultClass::PaddingKv:
+      return {"sweep (padding-slot check)", kPaddingSlotKv, "the next sweep",
+              "real-KV none; PARTIAL and a byte past the first 16"};
   }
   return {"", 0, "", ""};
 }

@@ -138,6 +138,8 @@ void ReferencePipeline::sweep(const StepData&) {
   reference::plan(sweep_inputs_, sweep_plan_);
   reference::verify(sweep_plan_, s.k, KernelKind::SWEEP_K_FULL, real_k_, true, kChecks, s.ring);
   reference::verify(sweep_plan_, s.v, KernelKind::SWEEP_V_FULL, real_v_, true, kChecks, s.ring);
+  reference::check_padding_slot(real_k_, reference::padding_fold_of_zeros(real_k_), KernelKind::SWEEP_K_FULL, s.ring);
+  reference::check_padding_slot(real_v_, reference::padding_fold_of_zeros(real_v_), KernelKind::SWEEP_V_FULL, s.ring);
 }
 
 std::int64_t ReferencePipeline::read(std::vector<GroupRow>& rows) {
