@@ -13,6 +13,11 @@
 // * Each target counts as one verify call: kernel_run_counter += 1 and, when enable == 1,
 //   slot_run_counter += clamp(verify_num_valid, 0, capacity) per target.
 // * Host-side errors (shapes, strides, sources, kinds) throw std::invalid_argument before any launch.
+// * Work: every active entry folds the real-KV bytes of its slot (16 bytes a source in PARTIAL mode,
+//   read_bytes in ALL), so a call costs active entries x folded bytes per target. Entries may name one
+//   slot many times, each folded again: 2e6 entries of a 4 MiB token fold 8 TB (about 70 min on a host
+//   core). The call does what it is told; bound such inputs before the call (the CLI does:
+//   docs/cli-limits.md).
 
 #include <kvcanary/canary_types.hpp>
 #include <kvcanary/canary_validate.hpp>

@@ -2,6 +2,7 @@
 
 #include "backends.hpp"
 #include "case_outputs.hpp"
+#include "canary_work.hpp"
 #include "canary_writer.hpp"
 #include "cli_error.hpp"
 #include "compare.hpp"
@@ -37,6 +38,11 @@ CanaryRun prepare(CanaryCase& c, const std::string& path) {
     run.plan = poisoned_outputs_for(file, path);
   } else {
     run.plan = std::move(c.plan);
+  }
+  try {
+    check_canary_work(c, run.plan);  // before anything runs (limits.hpp)
+  } catch (const RejectedInput& e) {
+    throw RejectedInput(path + ": " + e.what());
   }
   run.buffer = std::move(c.buffer);
   run.ring.capacity = c.ring_capacity;

@@ -24,6 +24,11 @@ std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; 
 int group_bit(Group g) { return 1 << static_cast<int>(g); }
 }  // namespace
 
+std::int64_t faults_per_class(const SimulationOptions& o) {
+  if (o.faults_per_class > 0) return o.faults_per_class;
+  return std::clamp<std::int64_t>(o.steps / 400, 1, kMaxDefaultFaultsPerClass);
+}
+
 EngineShape engine_shape(const SimulationOptions& o) {
   if (o.steps < 0) throw std::invalid_argument("kvcanary simulate: steps must be >= 0");
   if (o.page_size < 1) throw std::invalid_argument("kvcanary simulate: page size must be >= 1");
@@ -39,7 +44,7 @@ EngineShape engine_shape(const SimulationOptions& o) {
   s.max_cache_entries = kNumTemplates;
   s.rows = 1 + s.max_batch + s.max_cache_entries;
   const std::int64_t per_request = ceil_div(s.cols, s.page_size);
-  const std::int64_t faults = std::max<std::int64_t>(1, o.faults_per_class > 0 ? o.faults_per_class : o.steps / 400);
+  const std::int64_t faults = faults_per_class(o);
   s.num_pages = 1 + s.max_batch * per_request + s.max_cache_entries * per_request +
                 static_cast<std::int64_t>(o.faults.size()) * faults * 2 * per_request + 8;
   s.num_slots = s.num_pages * s.page_size;
@@ -493,8 +498,7 @@ void Engine::end_step(const std::vector<GroupRow>& rows, std::int64_t ring_overf
 
 void Engine::schedule_faults() {
   if (options_.faults.empty() || options_.steps < 80) return;
-  const std::int64_t per_class =
-      options_.faults_per_class > 0 ? options_.faults_per_class : std::max<std::int64_t>(1, options_.steps / 400);
+  const std::int64_t per_class = faults_per_class(options_);
   for (const FaultClass c : options_.faults)
     for (std::int64_t k = 0; k < per_class; ++k) schedule_.push_back({uniform(20, options_.steps - 60), c});
   std::sort(schedule_.begin(), schedule_.end(),

@@ -83,6 +83,11 @@ struct EngineShape {
 };
 EngineShape engine_shape(const SimulationOptions& options);
 
+// Faults injected per class: options.faults_per_class, or steps / 400 (at least 1, at most
+// kMaxDefaultFaultsPerClass, so that a long run's pages and fault records do not grow with --steps).
+constexpr std::int64_t kMaxDefaultFaultsPerClass = 64;
+std::int64_t faults_per_class(const SimulationOptions& options);
+
 class Engine {
  public:
   explicit Engine(const SimulationOptions& options);

@@ -2,6 +2,7 @@
 // clean, every fault class is caught with its reason bits, blind spots are reported as not covered,
 // and the device rings equal the host reference pipeline's step by step.
 
+#include <sim/memory_bound.hpp>
 #include <sim/simulate.hpp>
 
 #include <gtest/gtest.h>
@@ -231,6 +232,46 @@ TEST(Simulator, BatchTimingsGroupStepsBySizeAndKind) {
   EXPECT_EQ(t[1].with_prefill.steps, 2);
   EXPECT_DOUBLE_EQ(t[1].with_prefill.canary_us_median, 7);
   EXPECT_DOUBLE_EQ(t[1].with_prefill.step_us, 25);
+}
+
+// issue 19 item 2: what a run keeps does not grow with its steps.
+TEST(Simulator, StepTimerKeepsExactMeansAndABoundedSample) {
+  using kvcanary::sim::kMaxTimedSteps;
+  kvcanary::sim::StepTimer timer;
+  const std::int64_t steps = kMaxTimedSteps + 4096;
+  double canary_sum = 0;  // of size 2
+  for (std::int64_t i = 0; i < steps; ++i) {  // size 2: canary 1 or 3 in turn; size 5: every 1024th step, 7
+    const kvcanary::sim::StepSample sample = i % 1024 == 0
+        ? kvcanary::sim::StepSample{5, true, 7, 70}
+        : kvcanary::sim::StepSample{2, false, static_cast<float>(1 + 2 * (i % 2)), 10};
+    if (sample.batch_size == 2) canary_sum += sample.canary_us;
+    timer.add(sample);
+  }
+  const auto t = timer.by_batch_size();
+  ASSERT_EQ(t.size(), 2u);
+  const std::int64_t rare = (steps + 1023) / 1024;
+  EXPECT_EQ(t[0].all.steps, steps - rare);
+  EXPECT_DOUBLE_EQ(t[0].all.step_us, 10);
+  EXPECT_DOUBLE_EQ(t[0].all.canary_us, canary_sum / static_cast<double>(steps - rare));
+  EXPECT_GE(t[0].all.canary_us_median, 1);
+  EXPECT_LE(t[0].all.canary_us_median, 3);
+  EXPECT_EQ(t[1].with_prefill.steps, rare);
+  EXPECT_DOUBLE_EQ(t[1].with_prefill.canary_us_median, 7);
+  EXPECT_DOUBLE_EQ(t[1].with_prefill.step_us, 70);
+}
+
+TEST(Simulator, MemoryBoundDoesNotGrowWithSteps) {
+  SimulationOptions o;
+  o.faults = kvcanary::sim::parse_fault_classes("all");
+  o.steps = 100000;
+  const std::int64_t bound = kvcanary::sim::peak_memory_bound(o);
+  o.steps = 100000000;
+  EXPECT_EQ(kvcanary::sim::peak_memory_bound(o), bound);
+  EXPECT_LE(bound, kvcanary::sim::kMaxSimulationBytes);
+  EXPECT_EQ(kvcanary::sim::faults_per_class(o), kvcanary::sim::kMaxDefaultFaultsPerClass);
+  o.max_batch = 4096;
+  o.output_tokens = 4096;
+  EXPECT_GT(kvcanary::sim::peak_memory_bound(o), kvcanary::sim::kMaxSimulationBytes);  // the CLI refuses it
 }
 
 TEST(Simulator, FaultListsParse) {
