@@ -18,6 +18,8 @@
 //   slot many times, each folded again: 2e6 entries of a 4 MiB token fold 8 TB (about 70 min on a host
 //   core). The call does what it is told; bound such inputs before the call (the CLI does:
 //   docs/cli-limits.md).
+// * options.checks (SPEC-CANARY §11, on by default): a plan entry of slot 0 gives a VERIFY_SLOT_ZERO row
+//   (256), a FREED record read gives VERIFY_FREED (128); VerifyChecks::v1() is §5 exactly.
 
 #include <kvcanary/canary_types.hpp>
 #include <kvcanary/canary_validate.hpp>
