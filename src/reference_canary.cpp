@@ -22,6 +22,8 @@
 #include <kvcanary/impl/hash.hpp>
 #include <kvcanary/reference_canary.hpp>
 
+#include "reference_ring.hpp"
+
 #include <algorithm>
 #include <cstring>
 #include <functional>
@@ -32,18 +34,15 @@ namespace reference {
 
 namespace {
 
+using detail::check_ring;
+using detail::record_violation;
+using detail::rows_held;
+using detail::size_of;
+using detail::wrapping_add;
 using Impl::as_int64;
 using Impl::as_uint64;
 
 constexpr std::int64_t kAnchorHash = Impl::kAnchorHashInt64;
-
-std::int64_t wrapping_add(std::int64_t a, std::int64_t b) {
-  return as_int64(as_uint64(a) + as_uint64(b));
-}
-
-std::int64_t size_of(const std::vector<std::int64_t>& values) {
-  return static_cast<std::int64_t>(values.size());
-}
 
 std::uint64_t load_le64(const std::uint8_t* bytes) {
   std::uint64_t value = 0;
@@ -54,29 +53,6 @@ std::uint64_t load_le64(const std::uint8_t* bytes) {
 RealKvSourceShape shape_of(const RealKvSource& source) {
   return RealKvSourceShape{source.pages,     source.row_bytes,       source.row_bytes,
                            source.page_size, source.bytes_per_token, source.read_bytes};
-}
-
-// The ring's rows as the count says they should be: the first min(count, capacity), count as uint64.
-std::uint64_t rows_held(std::int64_t count, std::int64_t capacity) {
-  return std::min(as_uint64(count), as_uint64(capacity));
-}
-
-void check_ring(const char* function, const ViolationRing& ring) {
-  Impl::check_ring_capacity(function, ring.capacity);
-  if (static_cast<std::uint64_t>(ring.rows.size()) != rows_held(ring.count, ring.capacity))
-    Impl::throw_invalid_in(function, "ring holds ", ring.rows.size(), " rows but its count ", ring.count,
-                           " and capacity ", ring.capacity, " say ", rows_held(ring.count, ring.capacity));
-}
-
-// SPEC-CANARY §1: seq = count++; the row is kept only when seq < capacity (fill once, never wraps).
-void record_violation(ViolationRing& ring, KernelKind kind, std::int64_t slot, std::int64_t position,
-                      std::int64_t stored_token, std::int64_t expected_token, std::int64_t stored_chain_hash,
-                      std::int64_t expected_aux, std::int64_t fail_reason_bits) {
-  const std::uint64_t seq = as_uint64(ring.count);
-  ring.count = wrapping_add(ring.count, 1);
-  if (seq < as_uint64(ring.capacity))
-    ring.rows.push_back(RingRow{static_cast<std::int64_t>(kind), slot, position, stored_token, expected_token,
-                                stored_chain_hash, expected_aux, fail_reason_bits});
 }
 
 }  // namespace
@@ -249,6 +225,11 @@ std::int64_t write_request(const Outputs& plan, const StepTokens& tokens, Kernel
 
 void verify(const Outputs& plan, const CanaryBuffer& buffer, KernelKind kernel_kind, const RealKv& real_kv,
             bool check_expected_token, ViolationRing& ring) {
+  verify(plan, buffer, kernel_kind, real_kv, check_expected_token, VerifyChecks::v1(), ring);
+}
+
+void verify(const Outputs& plan, const CanaryBuffer& buffer, KernelKind kernel_kind, const RealKv& real_kv,
+            bool check_expected_token, const VerifyChecks& checks, ViolationRing& ring) {
   constexpr const char* function = "verify";
   const std::int64_t num_slots = static_cast<std::int64_t>(buffer.size());
   const std::int64_t verify_capacity = size_of(plan.verify_slot_indices);
@@ -277,7 +258,10 @@ void verify(const Outputs& plan, const CanaryBuffer& buffer, KernelKind kernel_k
     const std::int64_t exp_pos = plan.verify_expected_positions[entry];
     const std::int64_t prev = plan.verify_prev_slot_indices[entry];
     const std::int64_t exp_tok = check_expected_token ? plan.verify_expected_tokens[entry] : -1;
-    if (slot == 0) continue;  // the reserved padding slot, whatever prev holds
+    if (slot == 0) {  // the reserved padding slot, whatever prev holds; §11.3: a live position on it
+      if (checks.slot_zero) record_violation(ring, kernel_kind, 0, exp_pos, -1, exp_tok, -1, prev, kVerifySlotZero);
+      continue;
+    }
     const bool slot_out_of_range = slot < 0 || slot >= num_slots;
     if (slot_out_of_range || prev >= num_slots) {
       record_violation(ring, kernel_kind, slot_out_of_range ? slot : prev, exp_pos, -1, exp_tok, -1, -1, kOutOfRange);
@@ -288,6 +272,12 @@ void verify(const Outputs& plan, const CanaryBuffer& buffer, KernelKind kernel_k
     const std::int64_t expected_chain = prev_reachable ? slot_hash(buffer, prev) : stored.prev_hash;
     std::int64_t bits = 0;
     if (prev_reachable && stored.prev_hash != expected_chain) bits |= kVerifyChainHash;
+    if (checks.freed && stored.token == kFreedToken) {  // §11.2: the position and chain only; aux = the epoch
+      bits |= kVerifyFreed | (stored.position != exp_pos ? kVerifyPosition : 0);
+      record_violation(ring, kernel_kind, slot, stored.position, stored.token, exp_tok, stored.prev_hash,
+                       stored.real_kv_hash, bits);
+      continue;
+    }
     if (exp_tok != -1 && stored.token != exp_tok) bits |= kVerifyToken;
     if (stored.position != exp_pos) bits |= kVerifyPosition;
     if (stored.real_kv_hash != fold(real_kv, slot)) bits |= kVerifyRealKvHash;

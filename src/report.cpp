@@ -16,9 +16,12 @@ namespace kvcanary {
 
 namespace {
 
-// §7's names of fail_reason_bits 1, 2, 4, ..., 64.
-constexpr const char* kReasonNames[] = {"verify_chain_hash", "verify_position", "verify_real_kv_hash", "write_token",
-                                        "write_position",    "verify_token",    "out_of_range"};
+// §7's names of fail_reason_bits 1, 2, 4, ..., 64, then §11's 128 ... 1024.
+constexpr const char* kReasonNames[] = {"verify_chain_hash", "verify_position",  "verify_real_kv_hash", "write_token",
+                                        "write_position",    "verify_token",     "out_of_range",        "verify_freed",
+                                        "verify_slot_zero",  "metadata_mismatch", "padding_slot_kv"};
+// §11.1: rows of these bits never describe a never-written record, whatever their fields hold.
+constexpr std::int64_t kV2Bits = kVerifyFreed | kVerifySlotZero | kMetadataMismatch | kPaddingSlotKv;
 constexpr int kNamedReasons = sizeof(kReasonNames) / sizeof(kReasonNames[0]);
 
 std::string hex64(std::int64_t value) {
@@ -73,7 +76,7 @@ std::string format_violation(const RingRow& row) {
 }
 
 bool is_never_written(const RingRow& row) {
-  constexpr std::int64_t kStoreOrIndexBits = kWriteToken | kWritePosition | kOutOfRange;
+  constexpr std::int64_t kStoreOrIndexBits = kWriteToken | kWritePosition | kOutOfRange | kV2Bits;
   return row[kRowStoredToken] == 0 && row[kRowPosition] == 0 && row[kRowStoredChainHash] == 0 &&
          (row[kRowFailReasonBits] & kStoreOrIndexBits) == 0;
 }

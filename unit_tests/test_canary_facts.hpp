@@ -36,18 +36,7 @@ class CanaryFacts : public ::testing::Test {
   }
 
   // A VerifyPlan of entries (slot, expected position, prev, expected token).
-  static Outputs verify_plan(const std::vector<std::array<std::int64_t, 4>>& entries) {
-    Outputs plan = kvcanary::reference::make_outputs(static_cast<std::int64_t>(entries.size()), 0, 0);
-    for (std::size_t i = 0; i < entries.size(); ++i) {
-      plan.verify_slot_indices[i] = entries[i][0];
-      plan.verify_expected_positions[i] = entries[i][1];
-      plan.verify_prev_slot_indices[i] = entries[i][2];
-      plan.verify_expected_tokens[i] = entries[i][3];
-    }
-    plan.verify_num_valid = static_cast<std::int32_t>(entries.size());
-    plan.enable = 1;
-    return plan;
-  }
+  static Outputs verify_plan(const std::vector<std::array<std::int64_t, 4>>& entries) { return verify_plan_of(entries); }
 
   StageRun write(const Outputs& plan, const Tokens& t, Buffer buffer, const RealKv& real_kv = RealKv{}) const {
     return runner.write(plan, t, KernelKind::HEAD_K_FULL, real_kv, buffer, empty_ring(16));

@@ -91,7 +91,9 @@ TEST(ReportLine, ReasonNamesInBitOrder) {
 }
 
 TEST(ReportLine, UnknownBitsAreNamedByNumberInOrder) {
-  EXPECT_EQ(kvcanary::fail_reason_names(128 | 64 | 2), "verify_position+out_of_range+bit7");
+  EXPECT_EQ(kvcanary::fail_reason_names(2048 | 64 | 2), "verify_position+out_of_range+bit11");
+  EXPECT_EQ(kvcanary::fail_reason_names(128 | 256 | 512 | 1024),
+            "verify_freed+verify_slot_zero+metadata_mismatch+padding_slot_kv");  // SPEC-CANARY §11.1
   EXPECT_EQ(kvcanary::fail_reason_names(std::numeric_limits<std::int64_t>::min()), "bit63");
   EXPECT_EQ(kvcanary::fail_reason_names(-1).substr(0, 18), "verify_chain_hash+");
   RingRow row = kFactRow;

@@ -21,8 +21,9 @@ using reference::RingRow;
 // The §7 line of one row:
 //   kv_canary violation: launch_tag=<TAG> fail_reason=<r1+r2|none> slot_idx=<d> position=<d>
 //   stored_token=<d> expected_token=<d> stored_chain_hash=0x<16 hex> expected_aux=0x<16 hex>
-// (one line). Reason names in bit order; a set bit above OUT_OF_RANGE (a corrupted row) is named
-// `bit<N>` (N = 7..63) in its place in that order, so no bit is ever hidden. A kind outside §1 is UNKNOWN.
+// (one line). Reason names in bit order (§7, then §11's verify_freed ... padding_slot_kv); a set bit above
+// PADDING_SLOT_KV (a corrupted row) is named `bit<N>` (N = 11..63) in its place in that order, so no bit is
+// ever hidden. A kind outside §1 is UNKNOWN.
 std::string format_violation(const RingRow& row);
 
 // The §7 reason names of `bits` joined by '+', in bit order; "none" when 0.
@@ -30,7 +31,8 @@ std::string fail_reason_names(std::int64_t bits);
 
 // A verify-stage row whose stored_token, position and stored_chain_hash are all 0: a never-written (or
 // wiped) record (SPEC-CANARY §7). A row with a write bit (8, 16) or OUT_OF_RANGE (64) comes from a real
-// store or a bad index and is never one, whatever its fields hold.
+// store or a bad index, and a row with a bit of SPEC-CANARY §11 (128 up to 1024) from a check whose fields
+// are not a record's: never one, whatever its fields hold.
 bool is_never_written(const RingRow& row);
 
 enum class ReportMode { None, Log, Raise };

@@ -19,6 +19,8 @@
 //   slot many times, each folded again: 2e6 entries of a 4 MiB token fold 8 TB (about 70 min on a host
 //   core). The call does what it is told; bound such inputs before the call (the CLI does:
 //   docs/cli-limits.md).
+// * options.checks (SPEC-CANARY §11, on by default): a plan entry of slot 0 gives a VERIFY_SLOT_ZERO row
+//   (256), a FREED record read gives VERIFY_FREED (128); VerifyChecks::v1() is §5 exactly.
 
 #include <kvcanary/canary_types.hpp>
 #include <kvcanary/canary_validate.hpp>
@@ -64,6 +66,7 @@ void verify_targets(const ExecutionSpace& space, const VerifyPlan<MemorySpace>& 
   functor.num_targets = static_cast<int>(targets.size());
   functor.ring = DeviceRing<MemorySpace>(ring);
   functor.check_expected_token = options.check_expected_token;
+  functor.checks = options.checks;
   for (std::size_t t = 0; t < targets.size(); ++t) {
     check_buffer(kWhere, targets[t].buffer);
     check_kernel_kind(kWhere, targets[t].kernel_kind);

@@ -68,8 +68,8 @@ void run_library(const std::optional<std::string>& backend, const Algorithms& al
   with_execution_space(backend, [&](const auto& space) {
     if (c.kind == CaseKind::Step) plan_host_data(space, c.plan_case.inputs, run.plan, algorithms.plan);
     if (c.kind != CaseKind::Write)
-      verify_host_data(space, run.plan, {&run.buffer}, {c.kernel_kind}, {&c.real_kv}, c.check_expected_token, run.ring,
-                       algorithms.canary);
+      verify_host_data(space, run.plan, {&run.buffer}, {c.kernel_kind}, {&c.real_kv}, c.check_expected_token, c.checks,
+                       run.ring, algorithms.canary);
     if (c.kind != CaseKind::Verify)
       write_host_data(space, run.plan, c.tokens, c.kernel_kind, c.real_kv, run.buffer, run.ring, algorithms.canary);
   });
@@ -81,7 +81,7 @@ void run_library(const std::optional<std::string>& backend, const Algorithms& al
 void run_reference(const CanaryCase& c, CanaryRun& run, std::optional<CanaryRun>& before_write) {
   if (c.kind == CaseKind::Step) reference::plan(c.plan_case.inputs, run.plan);
   if (c.kind != CaseKind::Write)
-    reference::verify(run.plan, run.buffer, c.kernel_kind, c.real_kv, c.check_expected_token, run.ring);
+    reference::verify(run.plan, run.buffer, c.kernel_kind, c.real_kv, c.check_expected_token, c.checks, run.ring);
   if (c.kind != CaseKind::Verify) {
     if (reference::open_writes(run.plan, c.tokens, static_cast<std::int64_t>(run.buffer.size())).any())
       before_write = run;

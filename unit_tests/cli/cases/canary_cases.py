@@ -42,8 +42,9 @@ PINNED_FOLD = s64(0x6041580849E6407D)
 KINDS = ["HEAD_K_FULL", "HEAD_V_FULL", "TAIL_K_FULL", "TAIL_V_FULL", "SWEEP_K_FULL", "SWEEP_V_FULL", "HEAD_K_SWA",
          "HEAD_V_SWA", "TAIL_K_SWA", "TAIL_V_SWA", "SWEEP_K_SWA", "SWEEP_V_SWA"]
 REASONS = ["verify_chain_hash", "verify_position", "verify_real_kv_hash", "write_token", "write_position",
-           "verify_token", "out_of_range"]
-CHAIN, POSITION, REAL_KV, WRITE_TOKEN, WRITE_POSITION, TOKEN, OUT_OF_RANGE = (1 << i for i in range(7))
+           "verify_token", "out_of_range", "verify_freed", "verify_slot_zero", "metadata_mismatch", "padding_slot_kv"]
+CHAIN, POSITION, REAL_KV, WRITE_TOKEN, WRITE_POSITION, TOKEN, OUT_OF_RANGE, FREED, SLOT_ZERO = (1 << i for i in range(9))
+FREED_TOKEN = -0x4652454544  # SPEC-CANARY 11.2: "FREED" in ASCII, negated
 
 
 def line(row):
@@ -174,6 +175,22 @@ CANARY["verify_token_check_off"] = (
     "5: check_expected_token false -> exp_tok -1, no token check",
     verify_case(b, vplan([1], [0], [-1], tokens=[99]), check_expected_token=False),
     output(b, [], slot_runs=1))
+
+CANARY["verify_slot_zero_check"] = (
+    "11.3: check_slot_zero true, an entry of slot 0 -> (0, exp_pos, -1, exp_tok, -1, prev, 256), nothing read",
+    verify_case(b, vplan([0], [5], [3], tokens=[9]), check_slot_zero=True),
+    output(b, [[0, 0, 5, -1, 9, -1, 3, SLOT_ZERO]], slot_runs=1))
+
+CANARY["verify_slot_zero_check_off"] = (
+    "5: without check_slot_zero (the default) slot 0 is skipped",
+    verify_case(b, vplan([0], [5], [3], tokens=[9])),
+    output(b, [], slot_runs=1))
+
+freed = [[0, 0, 0, 0], [FREED_TOKEN, 0, ANCHOR, 17], [0, 0, 0, 0]]
+CANARY["verify_freed_check"] = (
+    "11.2: check_freed true, a FREED record at its own position and chain -> bit 128 alone, epoch in expected_aux",
+    verify_case(freed, vplan([1], [0], [-1], tokens=[42]), check_freed=True),
+    output(freed, [[0, 1, 0, FREED_TOKEN, 42, ANCHOR, 17, FREED]], slot_runs=1))
 
 CANARY["verify_out_of_range"] = (
     "5: slot >= num_slots, slot < 0, prev >= num_slots -> (index, exp_pos, -1, exp_tok, -1, -1, 64), nothing read",
