@@ -10,8 +10,16 @@
 // * Asynchronous on `space`, with no allocation, no host-device copy and no fence (capturable in a CUDA
 //   graph with plan() and verify()).
 // * kernel_run_counter += 1 per call and per target; slot_run_counter += the tokens stored (in all targets).
-// * Host-side errors (shapes, strides, sources, kinds) throw std::invalid_argument before any launch.
+// * Host-side errors (shapes, strides, sources, kinds, a canary buffer whose bytes overlap a real-KV
+//   source's) throw std::invalid_argument before any launch.
 //   Wrong device data (offsets past the token arrays, slots past the buffer) gives OUT_OF_RANGE rows.
+// * Work: each valid request walks its span [write_offsets[r], write_offsets[r + 1]) of the token arrays,
+//   up to the first index outside them, and folds the real-KV bytes of every token it stores (16 bytes a
+//   source in PARTIAL mode, read_bytes in ALL). plan() makes the spans disjoint, so a call walks at most
+//   num_tokens + capacity tokens. Offsets from elsewhere are not checked for overlap: spans that overlap
+//   are walked as often as they are covered (write_offsets = [0, N, 0, N, ...] walks C/2 x N tokens for
+//   C requests, hours for C = 2e6, N = 1e6), so bound such inputs before the call (the CLI does:
+//   docs/cli-limits.md).
 
 #include <kvcanary/canary_types.hpp>
 #include <kvcanary/canary_validate.hpp>
@@ -105,6 +113,8 @@ WriteFunctor<ExecutionSpace, MemorySpace, Index, kTargets> checked_write_functor
     functor.targets[t].buffer = DeviceBuffer<MemorySpace>(targets[t].buffer);
     functor.targets[t].real_kv = device_real_kv(kWhere, targets[t].real_kv, targets[t].buffer.num_slots());
     functor.targets[t].kind = static_cast<std::int64_t>(targets[t].kernel_kind);
+    for (std::size_t u = 0; u < targets.size(); ++u)  // no buffer inside any source of the call
+      check_buffer_apart_from_sources(kWhere, targets[t].buffer, targets[u].real_kv);
   }
   return functor;
 }

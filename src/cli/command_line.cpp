@@ -3,6 +3,7 @@
 #include "backends.hpp"
 #include "cli_error.hpp"
 
+#include <charconv>
 #include <vector>
 
 namespace kvcanary {
@@ -30,19 +31,6 @@ std::string subcommand_list() {
   std::string list;
   for (const Subcommand& s : kSubcommands) list += std::string(list.empty() ? "" : ", ") + s.name;
   return list;
-}
-
-int parse_iterations(const std::string& text) {
-  std::size_t used = 0;
-  long value = 0;
-  try {
-    value = std::stol(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != text.size() || text.empty() || value < 1 || value > 100000)
-    throw UsageError("--iterations expects an integer in [1, 100000], got '" + text + "'");
-  return static_cast<int>(value);
 }
 
 }  // namespace
@@ -95,7 +83,8 @@ Plan case (plan; SPEC section 2 inputs):
 prints the last step's plan plus "steps", every step's plan with "write_seed_slot_indices_all".
 
 Canary cases (SPEC-CANARY section 9):
-  verify   canary_buffer, verify_plan, [check_expected_token, kernel_kind, ring_capacity, real_kv]
+  verify   canary_buffer, verify_plan, [check_expected_token, kernel_kind, ring_capacity, real_kv,
+           check_slot_zero, check_freed (SPEC-CANARY 11, default false)]
   write    canary_buffer, write_plan, input_ids, positions, out_cache_loc,
            [expected_input_ids + expected_positions, chain_position_assert, kernel_kind, ring_capacity, real_kv]
   step     a plan case plus the write keys other than write_plan, and check_expected_token
@@ -114,11 +103,24 @@ Keys starting with '_' are ignored; any other unknown key is an error.
 Limits (docs/cli-limits.md; they keep memory under 1.5 GiB): a case file of at most 32 MiB;
 write_req_capacity <= 2^22; plan verify arrays are allocated with min(verify_capacity, prefix
 tokens of the batch) entries, which must be <= 2^23; plan prints at most 2^26 array entries;
-canary_buffer <= 2^21 slots; ring_capacity <= 2^20; token arrays <= 2^22 entries.
+canary_buffer <= 2^21 slots; ring_capacity <= 2^20; token arrays <= 2^22 entries. Work: the write
+stage walks at most 2^24 tokens (overlapping write_offsets count again); at most 2^30 real-KV bytes
+are folded. simulate: options whose memory bound is above 1.5 GiB are refused.
 
 Exit status: 0 success (check: library and reference agree); 1 check or demo found a disagreement;
 2 rejected input or command line (one line on stderr); 3 internal error.
 )";
+}
+
+std::int64_t integer_option(const std::string& option, const std::string& text, std::int64_t lo, std::int64_t hi) {
+  std::int64_t value = 0;
+  const char* end = text.data() + text.size();
+  // from_chars takes no leading space and no '+'; the whole text must be the number.
+  const auto [stop, error] = std::from_chars(text.data(), end, value);
+  if (text.empty() || error != std::errc() || stop != end || value < lo || value > hi)
+    throw UsageError(option + " needs a whole number in [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                     "], got '" + text + "'");
+  return value;
 }
 
 std::string option_name(const std::string& arg) { return arg.substr(0, arg.find('=')); }
@@ -183,7 +185,7 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
         throw UsageError("--canary-algorithm is an option of step and check (" + command + " takes --algorithm)");
       cl.canary_algorithm = value;
     } else {
-      cl.iterations = parse_iterations(value);
+      cl.iterations = static_cast<int>(integer_option(name, value, 1, 100000));
       seen_iterations = true;
     }
   }

@@ -18,6 +18,7 @@
 #include <kvcanary/canary_types.hpp>
 #include <kvcanary/plan_types.hpp>
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -48,6 +49,11 @@ CommandLine parse_command_line(int argc, const char* const* argv);
 // i moves past a separate value). option_value throws UsageError when the value is missing.
 std::string option_name(const std::string& arg);
 std::string option_value(const std::vector<std::string>& args, std::size_t& i);
+
+// The value of an integer option (--iterations, simulate's --steps, --seed, ...), parsed the one strict way
+// for every subcommand: an optional '-' and decimal digits, nothing else (no space, no '+', no trailing
+// text), in [lo, hi]. Throws UsageError "OPTION needs a whole number in [lo, hi], got 'TEXT'".
+std::int64_t integer_option(const std::string& option, const std::string& text, std::int64_t lo, std::int64_t hi);
 
 // The algorithms of a command line for a case of `kind`: --algorithm names the plan's entries algorithm
 // for plan, step and demo (and check of a plan or step case), and the canary algorithm for verify and write

@@ -40,6 +40,20 @@ constexpr std::int64_t kMaxRingCapacity = std::int64_t{1} << 20;
 // Each token array (input_ids, positions, out_cache_loc, expected_*): 8 bytes an entry, a few copies.
 constexpr std::int64_t kMaxTokens = std::int64_t{1} << 22;
 
+// Work (docs/cli-limits.md, "Work bound"). The limits above bound what a case holds, not what it makes the
+// stages do: overlapping write_offsets walk the same tokens again per request, and verify entries may
+// name one slot with a large real-KV token many times. These two are counted from the case before
+// Kokkos starts (canary_work.hpp); `check` runs the stages twice (library and reference).
+
+// Tokens the write stage walks: the sum over valid requests of their spans (each at most the token
+// count + 1, where the walk stops). plan() makes spans disjoint, so an honest case walks at most
+// tokens + requests <= 2^23; this leaves room for overlap without letting it multiply.
+constexpr std::int64_t kMaxWriteTokensWalked = std::int64_t{1} << 24;
+
+// Real-KV bytes folded: (verify entries + write tokens walked) x the bytes folded a token (16 a source in
+// PARTIAL mode, read_bytes in ALL). 1 GiB is about 2 s a stage on the host backends (measured).
+constexpr std::int64_t kMaxFoldedBytes = std::int64_t{1} << 30;
+
 }  // namespace cli
 }  // namespace kvcanary
 

@@ -7,6 +7,7 @@
 #include "command_line.hpp"
 #include "commands.hpp"
 #include "demo.hpp"
+#include "openmp_wait.hpp"
 #include "simulate_command.hpp"
 
 #include <kvcanary/version.hpp>
@@ -81,6 +82,7 @@ int dispatch(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  kvcanary::cli::use_passive_openmp_wait(argv);  // before the OpenMP runtime starts its threads (openmp_wait.hpp)
   try {
     const int status = dispatch(argc, argv);
     std::cout.flush();

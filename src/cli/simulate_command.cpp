@@ -7,8 +7,10 @@
 #include "command_line.hpp"
 #include "kokkos_session.hpp"
 
+#include <sim/memory_bound.hpp>
 #include <sim/simulate.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -17,21 +19,6 @@ namespace kvcanary {
 namespace cli {
 
 namespace {
-
-// A whole decimal number in [lo, hi], or a UsageError naming the option.
-std::int64_t number(const std::string& option, const std::string& text, std::int64_t lo, std::int64_t hi) {
-  std::size_t used = 0;
-  long long value = 0;
-  try {
-    value = std::stoll(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != text.size() || value < lo || value > hi)
-    throw UsageError(option + " needs a whole number in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got '" +
-                     text + "'");
-  return value;
-}
 
 RealKvMode real_kv_mode(const std::string& text) {
   if (text == "none") return RealKvMode::None;
@@ -67,12 +54,12 @@ int simulate_command(const std::vector<std::string>& args, std::ostream& out) {
                        name == "--output-tokens";
     if (!known) throw UsageError("simulate: unknown option '" + arg + "'");
     const std::string value = option_value(args, i);
-    if (name == "--steps") options.steps = number(name, value, 1, 100000000);
-    if (name == "--seed") options.seed = static_cast<std::uint64_t>(number(name, value, 0, std::numeric_limits<std::int64_t>::max()));
-    if (name == "--page-size") options.page_size = number(name, value, 1, 256);
-    if (name == "--swa") options.swa_window = static_cast<int>(number(name, value, 0, 1 << 20));
-    if (name == "--max-batch") options.max_batch = number(name, value, 1, 4096);
-    if (name == "--output-tokens") options.output_tokens = number(name, value, 1, 1 << 16);
+    if (name == "--steps") options.steps = integer_option(name, value, 1, 100000000);
+    if (name == "--seed") options.seed = static_cast<std::uint64_t>(integer_option(name, value, 0, std::numeric_limits<std::int64_t>::max()));
+    if (name == "--page-size") options.page_size = integer_option(name, value, 1, 256);
+    if (name == "--swa") options.swa_window = static_cast<int>(integer_option(name, value, 0, 1 << 20));
+    if (name == "--max-batch") options.max_batch = integer_option(name, value, 1, 4096);
+    if (name == "--output-tokens") options.output_tokens = integer_option(name, value, 1, 1 << 16);
     if (name == "--real-kv") options.real_kv = real_kv_mode(value);
     if (name == "--backend") backend = checked_backend(value);
     if (name == "--faults") {
@@ -83,6 +70,14 @@ int simulate_command(const std::vector<std::string>& args, std::ostream& out) {
       }
     }
   }
+  // The memory bound (docs/cli-limits.md), from the options alone, before anything is allocated.
+  const std::int64_t bound = sim::peak_memory_bound(options);
+  if (bound > sim::kMaxSimulationBytes)
+    throw UsageError("simulate: these options need up to " + std::to_string(bound >> 20) +
+                     " MiB (max batch " + std::to_string(options.max_batch) + ", " +
+                     std::to_string(options.max_prompt + std::max(options.max_output, options.output_tokens)) +
+                     " tokens a request), above simulate's memory bound of " +
+                     std::to_string(sim::kMaxSimulationBytes >> 20) + " MiB: lower --max-batch or --output-tokens");
   Kokkos::ScopeGuard kokkos(kokkos_arguments());
   const sim::SimulationReport report = sim::simulate(options, backend.value_or("default"));
   out << (json ? sim::format_json(report) : sim::format_table(report));

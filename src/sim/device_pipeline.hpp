@@ -90,6 +90,10 @@ class DevicePipeline {
     const std::int64_t row_bytes = shape.page_size * shape.bytes_per_token;
     kv_k_ = Bytes(Kokkos::view_alloc(space_, "kvcanary::sim::kv_k"), shape.num_pages, row_bytes);
     kv_v_ = Bytes(Kokkos::view_alloc(space_, "kvcanary::sim::kv_v"), shape.num_pages, row_bytes);
+    freed_ = alloc("freed_slots", shape.num_slots);
+    kv_indptr_ = alloc("kv_indptr", shape.max_batch + 1);
+    kv_indices_ = alloc("kv_indices", shape.max_batch * shape.cols);
+    epoch_ = Kokkos::View<std::int64_t, Memory>(Kokkos::view_alloc(space_, "kvcanary::sim::free_epoch"));
     chain_assert_ = Kokkos::View<std::int32_t, Memory>(Kokkos::view_alloc(space_, "kvcanary::sim::chain_position_assert"));
     Kokkos::deep_copy(space_, chain_assert_, 1);
 
@@ -176,12 +180,34 @@ class DevicePipeline {
       copy(groups_[g].expected_input_ids, t.expected_input_ids.data(), n);
       copy(groups_[g].expected_positions, t.expected_positions.data(), n);
     }
+    free_slots(data);
+    copy(kv_indptr_, data.kv_indptr.data(), bs + 1);
+    copy(kv_indices_, data.kv_indices.data(), static_cast<std::int64_t>(data.kv_indices.size()));
     if (data.sweep) {
       const std::int64_t n = data.sweep_batch_size;
       copy(sweep_pool_indices_, data.sweep_pool_indices.data(), n);
       copy(sweep_prefix_lens_, data.sweep_prefix_lens.data(), n);
       copy(sweep_extend_seq_lens_, data.sweep_extend_seq_lens.data(), n);
       copy(sweep_valid_lens_, data.sweep_valid_lens.data(), n);
+    }
+  }
+
+  // The slots the engine freed since the last step: the free stage stamps them FREED (SPEC-CANARY §11.2)
+  // in each group's K and V buffers, the step's epoch as owner epoch, before the head reads anything.
+  void free_slots(const StepData& data) {
+    Kokkos::deep_copy(space_, epoch_, data.step);
+    for (int g = 0; g < kGroups; ++g) {
+      GroupState& s = groups_[g];
+      const std::int64_t n = std::min(static_cast<std::int64_t>(data.freed[g].size()), shape_.num_slots);
+      if (!s.on || n == 0) continue;
+      copy(freed_, data.freed[g].data(), n);
+      const auto slots = Kokkos::subview(freed_, std::make_pair(std::int64_t{0}, n));
+      FreeOptions<Memory> options;
+      options.epoch = epoch_;
+      options.kernel_kind = s.head_targets[0].kernel_kind;
+      kvcanary::free(space_, slots, s.k, s.ring, options);
+      options.kernel_kind = s.head_targets[1].kernel_kind;
+      kvcanary::free(space_, slots, s.v, s.ring, options);
     }
   }
 
@@ -193,6 +219,7 @@ class DevicePipeline {
         GroupState& s = groups_[g];
         plan(space_, inputs(static_cast<Group>(g), data.batch_size), s.verify, s.write, s.status, s.workspace);
         verify(space_, s.verify, s.head_targets, s.ring);
+        if (g == 0) cross_check(space_, inputs(Group::Target, data.batch_size), metadata(data.batch_size), s.ring);
         write(space_, s.write, s.tokens, s.k, s.ring, s.head_write_k);
         write(space_, s.write, s.tokens, s.v, s.ring, s.head_write_v);
       }
@@ -235,6 +262,8 @@ class DevicePipeline {
     in.req_to_verify_expected_tokens_valid_lens = unmanaged_vector<Memory>(sweep_valid_lens_.data(), n);
     plan(space_, in, sweep_verify_, sweep_write_, sweep_status_, sweep_workspace_);
     verify(space_, sweep_verify_, groups_[0].sweep_targets, groups_[0].ring);
+    for (const VerifyTarget<Memory>& t : groups_[0].sweep_targets)  // the padding slot's bytes (SPEC-CANARY §11.5)
+      check_padding_slot(space_, t.real_kv, padding_fold_of_zeros(t.real_kv), groups_[0].ring, t.kernel_kind);
   }
 
   void fence() const { space_.fence(); }
@@ -286,6 +315,14 @@ class DevicePipeline {
   void copy(const Device& device, const T* host, std::int64_t n) {
     Kokkos::deep_copy(space_, device,
                       Kokkos::View<const T*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(host, static_cast<std::size_t>(n)));
+  }
+
+  // The target group's backend metadata of a batch of bs rows (SPEC-CANARY §11.4), at fixed addresses.
+  BackendMetadata<Memory, std::int64_t> metadata(std::int64_t bs) const {
+    BackendMetadata<Memory, std::int64_t> m;
+    m.kv_indptr = unmanaged_vector<Memory>(kv_indptr_.data(), bs + 1);
+    m.kv_indices = unmanaged_vector<Memory>(kv_indices_.data(), static_cast<std::int64_t>(kv_indices_.extent(0)));
+    return m;
   }
 
   PlanInputs<Memory> inputs(Group group, std::int64_t bs) const {
@@ -346,7 +383,8 @@ class DevicePipeline {
   Space space_;
   EngineShape shape_;
   SimulationOptions options_;
-  Vector<std::int64_t> req_pool_indices_, prefix_lens_, extend_seq_lens_, valid_lens_, lut_;
+  Vector<std::int64_t> req_pool_indices_, prefix_lens_, extend_seq_lens_, valid_lens_, lut_, freed_, kv_indptr_, kv_indices_;
+  Kokkos::View<std::int64_t, Memory> epoch_;
   Vector<std::int64_t> sweep_pool_indices_, sweep_prefix_lens_, sweep_extend_seq_lens_, sweep_valid_lens_;
   Table req_to_token_, token_pool_;
   Bytes kv_k_, kv_v_;

@@ -12,6 +12,7 @@
 #include "device_pipeline.hpp"
 #include "engine.hpp"
 #include "reference_pipeline.hpp"
+#include "step_timer.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -74,8 +75,7 @@ SimulationReport simulate(const Space& space, const SimulationOptions& options, 
   if (reference_shadow) reference.emplace(engine.shape(), options);
   std::int64_t mismatches = 0;
   double canary_us = 0, step_us = 0;
-  std::vector<StepSample> samples;  // per step: live batch size, prefill or not, canary and step µs
-  samples.reserve(static_cast<std::size_t>(std::min<std::int64_t>(options.steps, std::int64_t(1) << 24)));
+  StepTimer timer;  // per step: live batch size, prefill or not, canary and step µs (bounded: step_timer.hpp)
 
   const auto run_start = std::chrono::steady_clock::now();
   for (std::int64_t step = 0; step < options.steps; ++step) {
@@ -113,7 +113,7 @@ SimulationReport simulate(const Space& space, const SimulationOptions& options, 
     canary_us += canary;
     const double step_time = Impl::microseconds_since(step_start);
     step_us += step_time;
-    samples.push_back({data.live, data.prefill_rows > 0, static_cast<float>(canary), static_cast<float>(step_time)});
+    timer.add({data.live, data.prefill_rows > 0, static_cast<float>(canary), static_cast<float>(step_time)});
   }
   const double total_us = Impl::microseconds_since(run_start);
 
@@ -123,7 +123,7 @@ SimulationReport simulate(const Space& space, const SimulationOptions& options, 
   report.canary_us_per_step = canary_us / steps;
   report.step_us_per_step = step_us / steps;
   report.steps_per_second = total_us > 0 ? static_cast<double>(options.steps) * 1e6 / total_us : 0;
-  report.by_batch_size = batch_timings(samples);
+  report.by_batch_size = timer.by_batch_size();
   if (reference) report.reference_mismatches = mismatches;
   return report;
 }

@@ -19,6 +19,13 @@
                                                           (TEXT "exit 0") or 2 with one stderr line containing
                                                           TEXT; CASE is a file or a name of LARGE_CASES, written
                                                           at test time (too big to commit)
+  cli_driver.py work    TOOL CASE TEXT COMMAND...         each `COMMAND CASE` exits 0 (TEXT "exit 0") or 2 with one
+                                                          stderr line containing TEXT; CASE a name of WORK_CASES
+  cli_driver.py wait_policy TOOL USER EXPECTED ARGS...    with OMP_WAIT_POLICY=USER ("unset": without it), the
+                                                          running `TOOL ARGS` has OMP_WAIT_POLICY=EXPECTED in the
+                                                          environment its OpenMP runtime started with
+  cli_driver.py running TOOL MIB SECONDS ARGS...          `TOOL ARGS` in MIB + 1024 MiB of address space still runs
+                                                          after SECONDS (or has exited 0), peaking under MIB MiB
   cli_driver.py starved TOOL MIB CASE COMMAND             `COMMAND CASE` in MIB MiB of address space exits 2 with
                                                           one stderr line saying "out of memory" (never aborts)
 """
@@ -225,6 +232,10 @@ LARGE_CASES = {
     "every_limit_at_once": lambda: (
         '{"req_pool_indices": [1], "prefix_lens": [8300000], "extend_seq_lens": [1], "verify_capacity": %d, '
         '"write_req_capacity": %d, "req_to_token": [%s, %s]}' % (2 ** 23, 2 ** 22, zeros(8300000), zeros(8300000))),
+    # the costliest document to read (issue 19 item 7): 32 MiB of 31-deep {"": {"": ...}} chains, about
+    # 35 bytes of heap for each byte of text (docs/cli-limits.md states 1.1 GiB)
+    "nested_objects_at_input_limit": lambda: "[" + ",".join(
+        ['{"":' * 30 + "{}" + "}" * 30] * ((32 << 20) // 153)) + "]",
 }
 
 
@@ -266,6 +277,72 @@ LARGE_CASES.update({
 })
 
 
+def overlapping_write(requests, tokens):
+    """issue 19 item 1: write_offsets [0, N, 0, N, ...], every other request walks the same N tokens again."""
+    offsets = [0 if r % 2 == 0 else tokens for r in range(requests + 1)]
+    return compact({"canary_buffer": [[0, 0, 0, 0]] * 8, "input_ids": [1] * tokens, "positions": [0] * tokens,
+                    "out_cache_loc": [1 + i % 7 for i in range(tokens)],
+                    "write_plan": {"write_offsets": offsets, "write_seed_slot_indices": [-1] * requests,
+                                   "write_num_valid_reqs": requests}})
+
+
+def folding_verify(entries, bytes_per_token):
+    """issue 19 item 1: every verify entry folds one large real-KV token (slot 1 again and again)."""
+    return '{"canary_buffer": [[0,0,0,0],[0,0,0,0]], "verify_plan": %s, "real_kv": {"mode": "all", "sources": ' \
+           '[{"page_size": 2, "bytes_per_token": %d, "read_bytes": %d, "rows": [%s]}]}}' % (
+               verify_plan_text(entries, 1, 0), bytes_per_token, bytes_per_token, zeros(2 * bytes_per_token))
+
+
+# The work bound (docs/cli-limits.md): small cases whose work is multiplied, just past and at the limits.
+WORK_CASES = {
+    "overlapping_write_past_limit": lambda: overlapping_write(3800, 9000),  # 1900 x 9000 > 2^24 tokens walked
+    "overlapping_write_at_limit": lambda: overlapping_write(3728, 9000),    # 1864 x 9000 <= 2^24
+    "folding_verify_past_limit": lambda: folding_verify(2 ** 14 + 1, 2 ** 16),  # > 2^30 bytes folded
+}
+
+
+def mode_work(tool, case, text, commands):
+    with tempfile.TemporaryDirectory() as directory:
+        path = os.path.join(directory, case + ".json")
+        with open(path, "w") as f:
+            f.write(WORK_CASES[case]())
+        for command in commands:
+            rc, out, err = call(tool, [command, path])
+            if text == "exit 0":
+                if rc != 0 or err:
+                    raise Failure("%s: expected exit 0 and an empty stderr\n%s" % (command, show(rc, out[:200], err)))
+            else:
+                expect_one_error_line(command + " " + case, rc, out, err, text)
+
+
+def mode_wait_policy(tool, user, expected, args):
+    """The tool re-executes itself with OMP_WAIT_POLICY=passive unless the user set one (issue 19 item 8): the
+    environment of the running image (/proc/PID/environ, the same pid after execv) must hold `expected`."""
+    import time
+    env = dict(os.environ)
+    env.pop("OMP_WAIT_POLICY", None)
+    if user != "unset":
+        env["OMP_WAIT_POLICY"] = user
+    want = ("OMP_WAIT_POLICY=" + expected).encode()
+    p = subprocess.Popen([tool] + args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    seen = []
+    try:
+        deadline = time.time() + 20
+        while time.time() < deadline and p.poll() is None:
+            try:
+                with open("/proc/%d/environ" % p.pid, "rb") as f:
+                    seen = [v for v in f.read().split(b"\0") if v.startswith(b"OMP_WAIT_POLICY=")]
+            except OSError:
+                pass
+            if want in seen:
+                return
+            time.sleep(0.02)
+    finally:
+        p.kill()
+        p.wait()
+    raise Failure("the running tool's environment holds %r, expected %r" % (seen, want))
+
+
 def run_limited(tool, command, case, address_mib, keep_stdout):
     """`tool command CASE` under an address-space limit (so that a regression fails fast instead of exhausting
     the machine); returns its exit status, stdout (when kept), stderr and peak resident memory in MiB."""
@@ -299,6 +376,27 @@ def mode_bounded(tool, mib, case, text, command):
     print("peak resident memory %.0f MiB (bound %s MiB)" % (peak_mib, mib))
 
 
+def mode_running(tool, mib, seconds, args):
+    """A long run (simulate --steps 10^8) whose memory must not grow with the steps (issue 19 item 2)."""
+    limit = (int(mib) + 1024) << 20
+
+    def limit_memory():
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    p = subprocess.Popen([tool] + args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=limit_memory)
+    try:
+        _, err = p.communicate(timeout=float(seconds))
+        if p.returncode != 0:
+            raise Failure("expected it to run on\n" + show(p.returncode, "(not kept)", err.decode("utf-8", "replace")))
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.communicate()
+    peak_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0
+    if peak_mib > int(mib):
+        raise Failure("peak resident memory %.0f MiB, above the %s MiB bound" % (peak_mib, mib))
+    print("peak resident memory %.0f MiB (bound %s MiB)" % (peak_mib, mib))
+
+
 def mode_starved(tool, address_mib, case, command):
     rc, out, err, _ = run_limited(tool, command, case, address_mib, True)
     expect_one_error_line("%s %s in %s MiB" % (command, case, address_mib), rc, out, err, "out of memory")
@@ -320,8 +418,20 @@ def main(argv):
             expect_one_error_line(" ".join(argv[4:]), rc, out, err, argv[3])
         elif mode == "bounded":
             mode_bounded(tool, argv[3], argv[4], argv[5], argv[6])
+        elif mode == "work":
+            mode_work(tool, argv[3], argv[4], argv[5:])
+        elif mode == "wait_policy":
+            mode_wait_policy(tool, argv[3], argv[4], argv[5:])
+        elif mode == "running":
+            mode_running(tool, argv[3], argv[4], argv[5:])
         elif mode == "starved":
             mode_starved(tool, argv[3], argv[4], argv[5])
+        elif mode == "prints_every_time":  # N runs (a race must not decide it), each: exit 0, the text
+            for run in range(int(argv[3])):
+                rc, out, err = call(tool, argv[5:])
+                if rc != 0 or err or argv[4] not in out:
+                    raise Failure("run %d: expected exit 0, an empty stderr and %r on stdout\n%s"
+                                  % (run + 1, argv[4], show(rc, out, err)))
         elif mode == "prints":
             rc, out, err = call(tool, argv[4:])
             if rc != 0 or err or argv[3] not in out:

@@ -1,0 +1,41 @@
+#include "memory_bound.hpp"
+
+#include "engine.hpp"
+#include "step_timer.hpp"
+
+namespace kvcanary {
+namespace sim {
+
+namespace {
+// Kokkos, the OpenMP runtime and its thread stacks, the program itself: measured at about 20 MiB.
+constexpr std::int64_t kBaseBytes = std::int64_t{64} << 20;
+// A fault's ground truth (record, damage, tainted sets, watches), generously.
+constexpr std::int64_t kFaultBytes = std::int64_t{64} << 10;
+}  // namespace
+
+std::int64_t peak_memory_bound(const SimulationOptions& o) {
+  const EngineShape s = engine_shape(o);
+  const std::int64_t groups = 1 + (s.draft_group ? 1 : 0) + (s.swa_window > 0 ? 1 : 0);
+  const std::int64_t table = s.rows * s.cols * 4;  // req_to_token or the expected-token pool, int32
+  std::int64_t bytes = kBaseBytes;
+  bytes += 4 * table;                                 // both tables, in the engine and in Views
+  bytes += s.max_batch * s.cols * 4 * 2;              // the running requests' tokens (vector growth: x2)
+  bytes += s.num_slots * (3 * 8 + 2 * s.bytes_per_token);  // LUT (engine, its truth, View), K and V bytes
+  bytes += s.num_pages * 24;                          // page references, quarantine, free stack
+  // Per group: the verify plan (4 int64 arrays), K and V canary records (32 bytes), the ring, the token
+  // arrays (5 int64), the write plan and workspace.
+  bytes += groups * (s.verify_capacity * 32 + s.num_slots * 64 + o.ring_capacity * 64 + s.token_capacity * 40 +
+                     s.max_batch * 96);
+  bytes += s.sweep_verify_capacity * 32 + s.max_cache_entries * 96;
+  bytes += kGroups * 5 * s.token_capacity * 8 + s.max_batch * 64;  // StepData
+  // Canary v2 (SPEC-CANARY §11): the freed slots (per group in StepData, one View) and the backend's
+  // CSR metadata (kv_indptr, kv_indices: in StepData, the reference's copy and Views), all int64.
+  bytes += (kGroups + 1) * s.num_slots * 8 + 3 * (s.max_batch + 1 + s.max_batch * s.cols) * 8;
+  bytes += s.rows * 64;                                            // dirty rows (a std::set)
+  bytes += static_cast<std::int64_t>(o.faults.size()) * faults_per_class(o) * kFaultBytes;
+  bytes += kMaxTimedSteps * static_cast<std::int64_t>(sizeof(StepSample)) + s.max_batch * 512;  // StepTimer
+  return bytes;
+}
+
+}  // namespace sim
+}  // namespace kvcanary
