@@ -220,6 +220,8 @@ struct WriteCase {
   std::int64_t bytes() const {
     return num_tokens() * (5 * 8 + 32) + shape.requests * (24 + (shape.prefix > 0 ? 32 : 0));
   }
+  // The bytes of one buffer alone: the records written and the seeds read.
+  std::int64_t buffer_bytes() const { return num_tokens() * 32 + shape.requests * (shape.prefix > 0 ? 32 : 0); }
 };
 
 inline WriteCase build_write_case(const WriteShape& shape) {

@@ -6,6 +6,7 @@
 //   KVCANARY_PERF_BACKEND    its name in benchmark names ("serial", "openmp", "cuda")
 // and defines the hooks of perf_registry.hpp for it.
 
+#include "perf_canary_v2.hpp"
 #include "perf_plan.hpp"
 #include "perf_verify.hpp"
 #include "perf_write.hpp"
@@ -23,12 +24,13 @@ namespace kvcanary_perf {
 std::string backend_name() { return KVCANARY_PERF_BACKEND; }
 std::vector<std::string> default_flags() { return backend_default_flags<KVCANARY_PERF_EXECSPACE>(); }
 Floor measure_floor() { return measure_backend_floor<KVCANARY_PERF_EXECSPACE>(KVCANARY_PERF_BACKEND); }
-// Plan, verify, write and the runtime's step, in that order (each stage's workloads next to each other,
-// so its caches hold one).
+// Plan, verify, write, canary v2's free and cross-check, then the runtime's step, in that order (each stage's
+// workloads next to each other, so its caches hold one).
 void register_benchmarks() {
   register_plan_benchmarks<KVCANARY_PERF_EXECSPACE>(KVCANARY_PERF_BACKEND);
   register_verify_benchmarks<KVCANARY_PERF_EXECSPACE>(KVCANARY_PERF_BACKEND);
   register_write_benchmarks<KVCANARY_PERF_EXECSPACE>(KVCANARY_PERF_BACKEND);
+  register_canary_v2_benchmarks<KVCANARY_PERF_EXECSPACE>(KVCANARY_PERF_BACKEND);
   register_step_benchmarks<KVCANARY_PERF_EXECSPACE>(KVCANARY_PERF_BACKEND);
 }
 

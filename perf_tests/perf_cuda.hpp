@@ -94,10 +94,56 @@ class CudaGraph {
   cudaGraphExec_t exec_ = nullptr;
 };
 
+// The chain as raw CUDA kernels (nvcc straight, no Kokkos launch): the seed by value (GPU-FLOORS.md's
+// tools/chain_floor.cu) or loaded from memory. One thread. Templates: this header is in several TUs.
+template <int kFromMemory>
+__global__ void chain_kernel(std::uint64_t seed, const std::uint64_t* seed_in_memory, std::int64_t steps, std::uint64_t* out) {
+  *out = chain_steps(kFromMemory ? *seed_in_memory : seed, steps);
+}
+
+// The same with the write walk's split multiply (impl/write_cuda.hpp, CudaWrite::SplitMultiply).
+template <int kFromMemory>
+__global__ void split_chain_kernel(std::uint64_t seed, const std::uint64_t* seed_in_memory, std::int64_t steps,
+                                   std::uint64_t* out) {
+  using Split = kvcanary::Impl::CudaWrite::SplitMultiply;
+  std::uint64_t h = kFromMemory ? *seed_in_memory : seed;
+  for (std::int64_t k = 0; k < steps; ++k)
+    h = Split::splitmix64(Split::splitmix64(Split::splitmix64(h) ^ static_cast<std::uint64_t>(k)) ^
+                          (static_cast<std::uint64_t>(k) + 1u));
+  *out = h;
+}
+
+// The write floor per token on the GPU: the fastest of the Kokkos and raw CUDA chain variants (seed in
+// memory as a write has it, or by value; the multiply as C++ or as the write walk's split multiply).
+inline void measure_cuda_chain_floor(const Kokkos::Cuda& space, std::int64_t steps, Floor& floor) {
+  std::vector<ChainVariant> variants = kokkos_chain_variants(space, steps);
+  Kokkos::View<std::uint64_t, Kokkos::CudaSpace> seed(Kokkos::view_alloc(space, "kvcanary_perf::chain_seed"));
+  Kokkos::View<std::uint64_t, Kokkos::CudaSpace> out(Kokkos::view_alloc(space, "kvcanary_perf::chain_out"));
+  Kokkos::deep_copy(space, seed, kChainSeed);
+  variants.push_back(time_chain(space, "raw CUDA kernel, seed in memory", steps, out, [&](std::int64_t n) {
+    chain_kernel<1><<<1, 1, 0, space.cuda_stream()>>>(0, seed.data(), n, out.data());
+    KVCANARY_PERF_CUDA_CHECK(cudaGetLastError());
+  }));
+  variants.push_back(time_chain(space, "raw CUDA kernel, seed by value", steps, out, [&](std::int64_t n) {
+    chain_kernel<0><<<1, 1, 0, space.cuda_stream()>>>(kChainSeed, nullptr, n, out.data());
+    KVCANARY_PERF_CUDA_CHECK(cudaGetLastError());
+  }));
+  variants.push_back(time_chain(space, "raw CUDA kernel, seed in memory, split multiply", steps, out, [&](std::int64_t n) {
+    split_chain_kernel<1><<<1, 1, 0, space.cuda_stream()>>>(0, seed.data(), n, out.data());
+    KVCANARY_PERF_CUDA_CHECK(cudaGetLastError());
+  }));
+  variants.push_back(time_chain(space, "raw CUDA kernel, seed by value, split multiply", steps, out, [&](std::int64_t n) {
+    split_chain_kernel<0><<<1, 1, 0, space.cuda_stream()>>>(kChainSeed, nullptr, n, out.data());
+    KVCANARY_PERF_CUDA_CHECK(cudaGetLastError());
+  }));
+  set_chain_floor(floor, std::move(variants), steps, "cuda");
+}
+
 // SPEC §7 floor on the GPU, on a user-stream instance like the benchmarks:
 // * copy: Kokkos::deep_copy between two 1 GiB device Views (bytes read + written), median of 7;
 // * launch: 20 empty Kokkos parallel_for(1) captured in one graph, replayed 50 times; µs per node, median of 7;
-// * chain: ns per dependent mix3 step of one GPU thread (8,192 and 16,384 steps; GPU-FLOORS.md: ~75 ns).
+// * chain: ns per dependent mix3 step of one GPU thread (8,192 and 16,384 steps), the fastest of six
+//   formulations (GPU-FLOORS.md: ~75 ns for the seed by value).
 inline Floor measure_cuda_floor() {
   using View = Kokkos::View<std::int64_t*, Kokkos::CudaSpace>;
   using Policy = Kokkos::RangePolicy<Kokkos::Cuda, Kokkos::IndexType<std::int64_t>>;
@@ -137,7 +183,7 @@ inline Floor measure_cuda_floor() {
     floor.launch_method = "empty Kokkos parallel_for(1), 20 nodes in one CUDA graph, 50 replays, per node, median of 7 (" +
                           std::to_string(graph.node_count()) + " nodes captured)";
   }
-  measure_chain_floor(space, 8192, "cuda", floor);
+  measure_cuda_chain_floor(space, 8192, floor);
   return floor;
 }
 

@@ -45,6 +45,12 @@ int main(int argc, char* argv[]) {
       benchmark::AddCustomContext("kvcanary_launch_method", floor.launch_method);
       benchmark::AddCustomContext("kvcanary_chain_ns_per_token", std::to_string(floor.chain_ns_per_token));
       benchmark::AddCustomContext("kvcanary_chain_method", floor.chain_method);
+      for (const kvcanary_perf::ChainVariant& v : floor.chain_variants) {
+        std::fprintf(stderr, "kvcanary perf (%s):   chain variant %.2f ns per step%s [%s]\n", backend.c_str(),
+                     v.ns_per_step, v.correct ? "" : " (WRONG RESULT)", v.name.c_str());
+        benchmark::AddCustomContext("kvcanary_chain_variant " + v.name,
+                                    std::to_string(v.ns_per_step) + (v.correct ? "" : " (wrong result)"));
+      }
       benchmark::AddCustomContext("kvcanary_kokkos_concurrency",
                                   std::to_string(Kokkos::DefaultExecutionSpace().concurrency()));
 

@@ -144,13 +144,22 @@ struct PlanCall {
 
 // ---- the floor of SPEC §7 ----
 
+// One formulation of the write chain timed for the floor: ns per dependent mix3 step, and whether its
+// result matched the host's chain.
+struct ChainVariant {
+  std::string name;
+  double ns_per_step = 0.0;
+  bool correct = false;
+};
+
 struct Floor {
   double copy_bytes_per_s = 0.0;  // bytes read + written per second
   double launch_us = 0.0;         // one kernel launch
-  double chain_ns_per_token = 0.0;  // one dependent mix3 step (the write chain, SPEC-CANARY §4)
+  double chain_ns_per_token = 0.0;  // one dependent mix3 step (the write chain, SPEC-CANARY §4): the fastest variant
   std::string copy_method;
   std::string launch_method;
   std::string chain_method;
+  std::vector<ChainVariant> chain_variants;  // every formulation timed, the floor's among them
 
   double floor_us(std::int64_t bytes) const {
     const double copy_us = copy_bytes_per_s > 0 ? 1e6 * static_cast<double>(bytes) / copy_bytes_per_s : 0.0;
@@ -180,42 +189,97 @@ struct EmptyFunctor {
   KOKKOS_INLINE_FUNCTION void operator()(std::int64_t) const {}
 };
 
-// One work item running `steps` dependent mix3 steps, as write() does per token of a request
-// (running = mix3(running, token, position)); b and c come from the counter, off the dependent path.
-struct ChainFunctor {
-  std::uint64_t* running;
+// The write chain: `steps` dependent mix3 steps from `seed`, with b and c from the step counter (off the
+// dependent path), as write() runs one per token of a request (running = mix3(running, token, position)).
+KOKKOS_INLINE_FUNCTION std::uint64_t chain_steps(std::uint64_t seed, std::int64_t steps) {
+  std::uint64_t h = seed;
+  for (std::int64_t k = 0; k < steps; ++k)
+    h = kvcanary::Impl::mix3(h, static_cast<std::uint64_t>(k), static_cast<std::uint64_t>(k) + 1u);
+  return h;
+}
+
+// One work item running the chain from a seed it loads from memory, as write() starts from a seed record.
+struct ChainFromMemoryFunctor {
+  const std::uint64_t* seed;
+  std::uint64_t* out;
   std::int64_t steps;
-  KOKKOS_INLINE_FUNCTION void operator()(std::int64_t) const {
-    std::uint64_t h = *running;
-    for (std::int64_t k = 0; k < steps; ++k)
-      h = kvcanary::Impl::mix3(h, static_cast<std::uint64_t>(k), static_cast<std::uint64_t>(k) + 4096u);
-    *running = h;
-  }
+  KOKKOS_INLINE_FUNCTION void operator()(std::int64_t) const { *out = chain_steps(*seed, steps); }
 };
 
-// The write floor per token: ns per dependent mix3 step of one work item, from the difference of
-// 2 × steps and steps (so the launch cancels out), medians of 7 after a warm-up.
-template <class ExecutionSpace>
-void measure_chain_floor(const ExecutionSpace& space, std::int64_t steps, const std::string& backend, Floor& floor) {
-  using Policy = Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<std::int64_t>>;
-  Kokkos::View<std::uint64_t, typename ExecutionSpace::memory_space> running(
-      Kokkos::view_alloc(space, "kvcanary_perf::chain"));
+// The same chain from a seed passed by value: on a GPU the compiler can prove every value warp-uniform
+// and run the whole chain on the uniform datapath (docs/perf-notes.md), which no write can do.
+struct ChainFromArgumentFunctor {
+  std::uint64_t seed;
+  std::uint64_t* out;
+  std::int64_t steps;
+  KOKKOS_INLINE_FUNCTION void operator()(std::int64_t) const { *out = chain_steps(seed, steps); }
+};
+
+constexpr std::uint64_t kChainSeed = 0x0123456789ABCDEFull;
+
+// ns per step of `run(steps)` (which launches one chain of `steps` steps and writes it to `out`): (time of
+// 2 × steps - time of steps) / steps, so the launch cancels out; medians of 7 after a warm-up. The
+// variant is correct when the last result equals the host's chain.
+template <class ExecutionSpace, class Run>
+ChainVariant time_chain(const ExecutionSpace& space, const std::string& name, std::int64_t steps,
+                        const Kokkos::View<std::uint64_t, typename ExecutionSpace::memory_space>& out, Run&& run) {
   const auto run_us = [&](std::int64_t n) {
     std::vector<double> trials;
     for (int t = 0; t < 8; ++t) {
       space.fence();
       const auto start = Clock::now();
-      Kokkos::parallel_for("kvcanary_perf::chain", Policy(space, 0, 1), ChainFunctor{running.data(), n});
+      run(n);
       space.fence();
       if (t > 0) trials.push_back(1e6 * seconds_since(start));
     }
     return median(trials);
   };
+  ChainVariant variant;
+  variant.name = name;
   const double single_us = run_us(steps), double_us = run_us(2 * steps);
-  floor.chain_ns_per_token = 1e3 * (double_us - single_us) / static_cast<double>(steps);
-  floor.chain_method = "one work item, dependent kvcanary::Impl::mix3 steps on " + backend + ": (time of " +
-                       std::to_string(2 * steps) + " - time of " + std::to_string(steps) + ") / " +
-                       std::to_string(steps) + ", medians of 7";
+  variant.ns_per_step = 1e3 * (double_us - single_us) / static_cast<double>(steps);
+  space.fence();
+  std::uint64_t got = 0;
+  Kokkos::deep_copy(got, out);
+  variant.correct = got == chain_steps(kChainSeed, 2 * steps);
+  return variant;
+}
+
+// Sets the chain floor to the fastest correct variant of `variants`, and says how it was measured.
+inline void set_chain_floor(Floor& floor, std::vector<ChainVariant> variants, std::int64_t steps, const std::string& backend) {
+  floor.chain_variants = std::move(variants);
+  const ChainVariant* best = nullptr;
+  for (const ChainVariant& v : floor.chain_variants)
+    if (v.correct && (best == nullptr || v.ns_per_step < best->ns_per_step)) best = &v;
+  floor.chain_ns_per_token = best != nullptr ? best->ns_per_step : 0.0;
+  floor.chain_method = "fastest of " + std::to_string(floor.chain_variants.size()) + " chain formulations on " +
+                       backend + " (" + (best != nullptr ? best->name : std::string("none correct")) +
+                       "): one work item, dependent kvcanary::Impl::mix3 steps, (time of " + std::to_string(2 * steps) +
+                       " - time of " + std::to_string(steps) + ") / " + std::to_string(steps) + ", medians of 7";
+}
+
+// The chain variants every backend runs (Kokkos functors); the CUDA floor adds raw kernels.
+template <class ExecutionSpace>
+std::vector<ChainVariant> kokkos_chain_variants(const ExecutionSpace& space, std::int64_t steps) {
+  using Policy = Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<std::int64_t>>;
+  using Memory = typename ExecutionSpace::memory_space;
+  Kokkos::View<std::uint64_t, Memory> seed(Kokkos::view_alloc(space, "kvcanary_perf::chain_seed"));
+  Kokkos::View<std::uint64_t, Memory> out(Kokkos::view_alloc(space, "kvcanary_perf::chain_out"));
+  Kokkos::deep_copy(space, seed, kChainSeed);
+  std::vector<ChainVariant> variants;
+  variants.push_back(time_chain(space, "Kokkos functor, seed in memory", steps, out, [&](std::int64_t n) {
+    Kokkos::parallel_for("kvcanary_perf::chain", Policy(space, 0, 1), ChainFromMemoryFunctor{seed.data(), out.data(), n});
+  }));
+  variants.push_back(time_chain(space, "Kokkos functor, seed by value", steps, out, [&](std::int64_t n) {
+    Kokkos::parallel_for("kvcanary_perf::chain", Policy(space, 0, 1), ChainFromArgumentFunctor{kChainSeed, out.data(), n});
+  }));
+  return variants;
+}
+
+// The write floor per token on a host backend: the fastest chain variant.
+template <class ExecutionSpace>
+void measure_chain_floor(const ExecutionSpace& space, std::int64_t steps, const std::string& backend, Floor& floor) {
+  set_chain_floor(floor, kokkos_chain_variants(space, steps), steps, backend);
 }
 
 // Bytes per second (read + written) of `copy(src, dst)` between two n-element int64 Views of `space`,

@@ -5,6 +5,8 @@
 // (canary_workloads.hpp), over a buffer stamped so that the plan verifies clean:
 //   verify/<workload>/<launch>     one canary buffer (the K half)
 //   verify_kv/<workload>/<launch>  one call over the K and V buffers sharing the plan (a VerifyTarget vector)
+//   verify_kv_v1/<workload>/<launch>  the same with SPEC-CANARY §11's checks off (VerifyChecks::v1()): the
+//                                     others run the defaults, so the pair gives the checks' hot-path cost
 // Checked once before timing (SkipWithError otherwise): the eager call reports no violation and moves the
 // counters by the entries; a graph's first replay too; and one corrupted record (the position of the middle
 // entry's slot, in the last buffer) gives exactly the rows of kvcanary::reference::verify, at least one.
@@ -61,8 +63,10 @@ struct VerifyCall {
   kvcanary::VerifyOptions options{true, kvcanary::CanaryAlgorithm::Portable};
   Kokkos::View<std::int64_t, MemorySpace> sink;
 
-  VerifyCall(const ExecutionSpace& space_, const VerifyCase& c, int num_targets, kvcanary::CanaryAlgorithm algorithm)
+  VerifyCall(const ExecutionSpace& space_, const VerifyCase& c, int num_targets, kvcanary::CanaryAlgorithm algorithm,
+             kvcanary::VerifyChecks checks = kvcanary::VerifyChecks{})
       : space(space_) {
+    options.checks = checks;
     using kvcanary::KernelKind;
     const bool swa = c.workload.inputs.swa_window_size > 0;
     const KernelKind kinds[2] = {swa ? KernelKind::HEAD_K_SWA : KernelKind::HEAD_K_FULL,
@@ -160,13 +164,13 @@ double gather_floor_us(const Instance<ExecutionSpace>& instance, const VerifyCal
 }
 
 template <class ExecutionSpace>
-void bench_verify(benchmark::State& state, const WorkloadShape& shape, int num_targets,
+void bench_verify(benchmark::State& state, const WorkloadShape& shape, int num_targets, kvcanary::VerifyChecks checks,
                   kvcanary::CanaryAlgorithm algorithm, Launch launch) {
   run_checked(state, [&] {
     const std::shared_ptr<VerifyCase> c = verify_case(shape);
     const Workload& workload = c->workload;
     Instance<ExecutionSpace> instance;  // outlives every View allocated on it
-    const VerifyCall<ExecutionSpace> call(instance.space(), *c, num_targets, algorithm);
+    const VerifyCall<ExecutionSpace> call(instance.space(), *c, num_targets, algorithm, checks);
     const std::int64_t slots_per_call = workload.entries * num_targets;
 
     call.run();  // eager, before any capture; checked
@@ -208,15 +212,18 @@ void register_verify_benchmarks(const std::string& backend) {
   for (const WorkloadShape& shape : shapes_by_regime()) {
     const std::int64_t cells = (shape.batch_size + 1) * (shape.prefix_max + shape.extend_max);  // workloads.hpp
     if (!is_cuda<ExecutionSpace>() && cells > kHostMaxCanarySlots && !host_large_workloads()) continue;
-    for (const int targets : {1, 2})
+    // verify_kv_v1: the K and V call with SPEC-CANARY §11's checks off, the baseline of their hot-path cost.
+    for (const int variant : {1, 2, 3})
       for (const auto& algorithm : canary_algorithms<ExecutionSpace>(false))
         for (const auto& launch : launches<ExecutionSpace>(backend)) {
-          const auto stage = targets == 1 ? "verify/" : "verify_kv/";
+          const int targets = variant == 1 ? 1 : 2;
+          const auto stage = variant == 1 ? "verify/" : variant == 2 ? "verify_kv/" : "verify_kv_v1/";
+          const kvcanary::VerifyChecks checks = variant == 3 ? kvcanary::VerifyChecks::v1() : kvcanary::VerifyChecks{};
           const kvcanary::CanaryAlgorithm path = algorithm.second;
           const Launch mode = launch.first;
           register_timed(stage + shape.name + algorithm.first + "/" + launch.second,
-                         [shape, targets, path, mode](benchmark::State& state) {
-                           bench_verify<ExecutionSpace>(state, shape, targets, path, mode);
+                         [shape, targets, checks, path, mode](benchmark::State& state) {
+                           bench_verify<ExecutionSpace>(state, shape, targets, checks, path, mode);
                          });
         }
   }

@@ -7,7 +7,8 @@
 # Installs the cuda flavour of the dependencies (scripts/setup-deps.sh cuda: Kokkos 3.4.01 with
 # Serial + CUDA for Hopper, built with nvcc; needs the CUDA toolkit in $CUDA_HOME, default /usr/local/cuda),
 # configures build-cuda/ with that Kokkos' nvcc_wrapper as the C++ compiler and builds the library,
-# the unit tests, the CLI and the perf tests. Nothing is run: this proves the CUDA code compiles and
+# the unit tests, the CLI, the perf tests and the Python extension (kvcanary._core, linked against that
+# PIC Kokkos; its build environment is build-py/venv, as for scripts/check-python.sh). Nothing is run: this proves the CUDA code compiles and
 # links; running it needs a GPU (see docs/GPU.md).
 #
 # Environment: KVCANARY_CUDA_BUILD_DIR (default: build-cuda), CUDA_HOME, JOBS.
@@ -20,11 +21,13 @@ CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 [ -x "$CUDA_HOME/bin/nvcc" ] || kv_die "no nvcc in CUDA_HOME=$CUDA_HOME (install the CUDA toolkit or set CUDA_HOME)"
 export CUDA_HOME PATH="$CUDA_HOME/bin:$PATH"
 
-kv_deps cuda
+KVCANARY_EXTRA_PACKAGES=$KV_PYTHON_PACKAGES kv_deps cuda
+kv_python_env
 # CMAKE_CXX_EXTENSIONS=OFF: the Kokkos CUDA installation forces it anyway (and warns when it has to).
 kv_configure "$BUILD" -DCMAKE_CXX_COMPILER="$KOKKOS_PREFIX/bin/nvcc_wrapper" -DCMAKE_CXX_EXTENSIONS=OFF \
-  -DKVCanary_ENABLE_TESTS=ON -DKVCanary_ENABLE_CLI=ON -DKVCanary_ENABLE_BENCHMARKS=ON
+  -DKVCanary_ENABLE_TESTS=ON -DKVCanary_ENABLE_CLI=ON -DKVCanary_ENABLE_BENCHMARKS=ON \
+  -DKVCanary_ENABLE_PYTHON=ON -DPython_EXECUTABLE="$KV_PYTHON"
 kv_build "$BUILD"
 # What was linked, for the log: every library and executable of the build.
-built=$(cd "$BUILD" && ninja -t targets all | awk -F': ' '$2 ~ /^CXX_(EXECUTABLE|STATIC_LIBRARY|SHARED_LIBRARY)_LINKER/ {printf "%s ", $1}')
+built=$(cd "$BUILD" && ninja -t targets all | awk -F': ' '$2 ~ /^CXX_(EXECUTABLE|STATIC_LIBRARY|SHARED_LIBRARY|MODULE_LIBRARY)_LINKER/ {printf "%s ", $1}')
 kv_log "CUDA build complete (compile and link only, nothing run): $built"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # gpu-check.sh — the GPU path checked with one command, on a CUDA node (no network needed).
 #
-#   scripts/gpu-check.sh [STAGE...]     stages, run in this order: build test perf sanitize
+#   scripts/gpu-check.sh [STAGE...]     stages, run in this order: build test perf sanitize python
 #                                       (default: build test sanitize)
 #
 # build     Kokkos 3.4.01 + Kokkos Kernels (cuda flavour, sm_90) from the offline source bundle, then
@@ -12,11 +12,18 @@
 # sanitize  compute-sanitizer memcheck on every CUDA unit test (all randomized differential cases) and
 #           the graph test; racecheck on the tests of $RACECHECK_FILTER and the graph test
 #           ($SANITIZER_TIMEOUT per run).
+# python    the Python package: `pip install --no-build-isolation .` against the cuda Kokkos (PIC) with
+#           the node's python3 (nanobind, scikit-build-core, torch, pytest installed there), then
+#           `pytest -m gpu unit_tests/python` (torch CUDA tensors, CuPy, streams, the graph test, and the
+#           drop-in's differential suite on CUDA against the original's references from
+#           .deps/sglang-0.5.23), then the same under compute-sanitizer memcheck ($PYTHON_SANITIZE_K
+#           selects which, default "graph or plan"). $KVCANARY_DIFF_CASES cases per stage (default 200).
 #
 # Offline inputs (made on a networked machine by scripts/make-gpu-bundle.sh, carried in .deps/):
 #   .deps/kokkos-src-3.4.01-patched.tar.xz   patched Kokkos + Kokkos Kernels sources
 #   .deps/sysroot/                            Debian's GoogleTest, Google Benchmark, nlohmann-json, when
 #                                             the node has none of its own
+#   .deps/sglang-0.5.23/                      the original's kv_canary references and test helpers
 # A summary goes to $REPORT_DIR/summary.txt (default build-gpu/report). Its commit is $KVCANARY_COMMIT, else
 # the commit of this checkout when it is a git work tree of its own, else "unknown" (an exported copy
 # inside some other repository does not take that repository's commit).
@@ -118,6 +125,31 @@ if has sanitize; then
   sanitize memcheck graph "$graph"
   sanitize racecheck unit "$unit" --gtest_filter="$RACE_FILTER"
   sanitize racecheck graph "$graph"
+fi
+
+if has python; then
+  PY=${PYTHON:-python3}
+  t0=$(date +%s)
+  JOBS=$JOBS "$ROOT/scripts/deps/setup-kokkos.sh" cuda > "$REPORT_DIR/kokkos-build.log" 2>&1 \
+    || { tail -30 "$REPORT_DIR/kokkos-build.log"; say "FAILED: Kokkos build"; exit 1; }
+  CMAKE_PREFIX_PATH="$KOKKOS_DEPS_PREFIX/kokkos-3.4.01-cuda-sm90" \
+    CMAKE_ARGS="-DCMAKE_CXX_COMPILER=$KOKKOS_DEPS_PREFIX/kokkos-3.4.01-cuda-sm90/bin/nvcc_wrapper" \
+    CMAKE_BUILD_PARALLEL_LEVEL=$JOBS "$PY" -m pip install --no-build-isolation --no-deps "$ROOT" \
+    > "$REPORT_DIR/python-install.log" 2>&1
+  rc=$?; [ $rc -eq 0 ] || status=1
+  say "python install: rc=$rc in $(( $(date +%s) - t0 )) s"
+  if [ $rc -eq 0 ]; then
+    export KVCANARY_SGLANG_ROOT=${KVCANARY_SGLANG_ROOT:-$ROOT/.deps/sglang-0.5.23} KVCANARY_DIFF_CASES=${KVCANARY_DIFF_CASES:-200}
+    (cd "$ROOT/unit_tests/python" && "$PY" -m pytest -q -p no:cacheprovider -m gpu . > "$REPORT_DIR/python-gpu.log" 2>&1)
+    rc=$?; [ $rc -eq 0 ] || status=1
+    say "pytest -m gpu: rc=$rc $(tail -1 "$REPORT_DIR/python-gpu.log")"
+    grep -E '^(FAILED|ERROR)|Error:' "$REPORT_DIR/python-gpu.log" | head -20 | tee -a "$SUMMARY"
+    (cd "$ROOT/unit_tests/python" && KVCANARY_DIFF_CASES=20 compute-sanitizer --tool memcheck --error-exitcode 99 \
+       --target-processes all "$PY" -m pytest -q -p no:cacheprovider -m gpu -k "${PYTHON_SANITIZE_K:-graph or plan}" . \
+       > "$REPORT_DIR/python-gpu.memcheck.log" 2>&1)
+    rc=$?; [ $rc -eq 0 ] || status=1
+    say "memcheck pytest -m gpu: rc=$rc, $(grep -E 'ERROR SUMMARY' "$REPORT_DIR/python-gpu.memcheck.log" | tail -1)"
+  fi
 fi
 
 say "gpu-check: $([ $status -eq 0 ] && echo PASS || echo FAIL)"

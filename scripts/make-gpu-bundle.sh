@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make-gpu-bundle.sh — on a networked Debian 12 machine, gather what scripts/gpu-check.sh needs on an
 # offline CUDA node into .deps/ (git-ignored): the patched Kokkos source bundle (2.4 MB) and a
-# sysroot of Debian's GoogleTest, Google Benchmark and nlohmann-json (10 MB).
+# sysroot of Debian's GoogleTest, Google Benchmark and nlohmann-json (10 MB), and the original system's
+# kv_canary references and test helpers (sglang 0.5.23, 0.3 MB) for the Python GPU tests.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.." && pwd)  # also through a symlink
 "$ROOT/scripts/setup-deps.sh" cpu > /dev/null
@@ -15,4 +16,6 @@ for package in libgtest-dev libgmock-dev googletest libbenchmark-dev libbenchmar
     fi
   done
 done
+rm -rf "$ROOT/.deps/sglang-0.5.23"
+cp -a "$("$ROOT/scripts/deps/setup-sglang-original.sh" | tail -1)" "$ROOT/.deps/sglang-0.5.23"
 du -sh "$ROOT/.deps"

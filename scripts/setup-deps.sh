@@ -7,12 +7,15 @@
 #    installed only when one is missing, so a second run touches neither the network nor dpkg;
 # 2. Kokkos 3.4.01 + Kokkos Kernels 3.4.01 built into a cache prefix by scripts/deps/setup-kokkos.sh
 #    (a stamp file makes the second run a no-op).
-# Prints the Kokkos prefix as its last line.
+# Prints the Kokkos prefix as its last line. KVCANARY_EXTRA_PACKAGES: more apt packages to install the same way.
 set -euo pipefail
 HERE=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")" && pwd)  # also through a symlink
 FLAVOUR=${1:-cpu}
 PACKAGES=(g++ make cmake ninja-build git xz-utils patch ca-certificates debian-archive-keyring
           libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev python3)
+# More apt packages a caller needs (scripts/check-python.sh: Debian's python3-torch and friends).
+read -r -a extra <<< "${KVCANARY_EXTRA_PACKAGES:-}"
+PACKAGES+=("${extra[@]}")
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -22,8 +22,11 @@
 #include <kvcanary/impl/hash.hpp>
 #include <kvcanary/tools/reference_canary.hpp>
 
+#include "reference_ring.hpp"
+
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <limits>
 
 namespace kvcanary {
@@ -31,18 +34,15 @@ namespace reference {
 
 namespace {
 
+using detail::check_ring;
+using detail::record_violation;
+using detail::rows_held;
+using detail::size_of;
+using detail::wrapping_add;
 using Impl::as_int64;
 using Impl::as_uint64;
 
 constexpr std::int64_t kAnchorHash = Impl::kAnchorHashInt64;
-
-std::int64_t wrapping_add(std::int64_t a, std::int64_t b) {
-  return as_int64(as_uint64(a) + as_uint64(b));
-}
-
-std::int64_t size_of(const std::vector<std::int64_t>& values) {
-  return static_cast<std::int64_t>(values.size());
-}
 
 std::uint64_t load_le64(const std::uint8_t* bytes) {
   std::uint64_t value = 0;
@@ -53,29 +53,6 @@ std::uint64_t load_le64(const std::uint8_t* bytes) {
 RealKvSourceShape shape_of(const RealKvSource& source) {
   return RealKvSourceShape{source.pages,     source.row_bytes,       source.row_bytes,
                            source.page_size, source.bytes_per_token, source.read_bytes};
-}
-
-// The ring's rows as the count says they should be: the first min(count, capacity), count as uint64.
-std::uint64_t rows_held(std::int64_t count, std::int64_t capacity) {
-  return std::min(as_uint64(count), as_uint64(capacity));
-}
-
-void check_ring(const char* function, const ViolationRing& ring) {
-  Impl::check_ring_capacity(function, ring.capacity);
-  if (static_cast<std::uint64_t>(ring.rows.size()) != rows_held(ring.count, ring.capacity))
-    Impl::throw_invalid_in(function, "ring holds ", ring.rows.size(), " rows but its count ", ring.count,
-                           " and capacity ", ring.capacity, " say ", rows_held(ring.count, ring.capacity));
-}
-
-// SPEC-CANARY §1: seq = count++; the row is kept only when seq < capacity (fill once, never wraps).
-void record_violation(ViolationRing& ring, KernelKind kind, std::int64_t slot, std::int64_t position,
-                      std::int64_t stored_token, std::int64_t expected_token, std::int64_t stored_chain_hash,
-                      std::int64_t expected_aux, std::int64_t fail_reason_bits) {
-  const std::uint64_t seq = as_uint64(ring.count);
-  ring.count = wrapping_add(ring.count, 1);
-  if (seq < as_uint64(ring.capacity))
-    ring.rows.push_back(RingRow{static_cast<std::int64_t>(kind), slot, position, stored_token, expected_token,
-                                stored_chain_hash, expected_aux, fail_reason_bits});
 }
 
 }  // namespace
@@ -172,6 +149,21 @@ void write(const Outputs& plan, const StepTokens& tokens, KernelKind kernel_kind
   check_ring(function, ring);
 
   // ---- §4 ----
+  ring.kernel_run_counter = wrapping_add(ring.kernel_run_counter, 1);
+  const std::int64_t reqs = std::clamp<std::int64_t>(plan.write_num_valid_reqs, 0, write_req_capacity);
+  std::int64_t stored = 0;
+  for (std::int64_t r = 0; r < reqs; ++r) {
+    const std::int64_t seed = plan.write_seed_slot_indices[static_cast<std::size_t>(r)];
+    const Record seed_record = seed >= 0 && seed < num_slots ? buffer[static_cast<std::size_t>(seed)] : Record{};
+    stored += write_request(plan, tokens, kernel_kind, real_kv, num_slots, r, seed_record, ring,
+                            [&](std::int64_t slot, const Record& record) { buffer[static_cast<std::size_t>(slot)] = record; });
+  }
+  ring.slot_run_counter = wrapping_add(ring.slot_run_counter, stored);
+}
+
+std::int64_t write_request(const Outputs& plan, const StepTokens& tokens, KernelKind kernel_kind, const RealKv& real_kv,
+                           std::int64_t num_slots, std::int64_t r, const Record& seed_record, ViolationRing& ring,
+                           const std::function<void(std::int64_t, const Record&)>& store) {
   const auto at = [](const std::vector<std::int64_t>& values, std::int64_t i) {
     return values[static_cast<std::size_t>(i)];
   };
@@ -181,62 +173,63 @@ void write(const Outputs& plan, const StepTokens& tokens, KernelKind kernel_kind
     record_violation(ring, kernel_kind, slot, position, stored_token, expected_token, chain_hash, aux, bits);
   };
   const bool input_assert = tokens.expected_input_ids.has_value();
+  const std::int64_t num_tokens = size_of(tokens.input_ids);
+  const std::int64_t first = at(plan.write_offsets, r);
+  const std::int64_t last = at(plan.write_offsets, r + 1);
+  if (first >= last) return 0;  // nothing at all, seed included
 
-  ring.kernel_run_counter = wrapping_add(ring.kernel_run_counter, 1);
-  const std::int64_t reqs = std::clamp<std::int64_t>(plan.write_num_valid_reqs, 0, write_req_capacity);
-  std::int64_t stored = 0;
-  for (std::int64_t r = 0; r < reqs; ++r) {
-    const std::int64_t first = at(plan.write_offsets, r);
-    const std::int64_t last = at(plan.write_offsets, r + 1);
-    if (first >= last) continue;  // nothing at all, seed included
-
-    const std::int64_t seed = at(plan.write_seed_slot_indices, r);
-    std::int64_t running = kAnchorHash;
-    bool position_assert = false;
-    std::int64_t prev_pos = 0;
-    if (seed >= num_slots) {
-      violation(seed, -1, -1, -1, kAnchorHash, -1, kOutOfRange);
-    } else {
-      running = slot_hash(buffer, seed);
-      position_assert = seed >= 0 && tokens.chain_position_assert != 0;
-      if (position_assert) prev_pos = buffer[static_cast<std::size_t>(seed)].position;
-    }
-
-    for (std::int64_t i = first; i < last; ++i) {
-      if (i < 0 || i >= num_tokens) {
-        violation(i, -1, -1, -1, running, -1, kOutOfRange);
-        break;  // the request stops here
-      }
-      const std::int64_t slot = at(tokens.out_cache_loc, i);
-      if (slot < 0) continue;  // padding: no store, no count, no chain step
-      const std::int64_t token = at(tokens.input_ids, i);
-      const std::int64_t pos = at(tokens.positions, i);
-      if (slot >= num_slots) {
-        violation(slot, pos, token, -1, running, -1, kOutOfRange);
-        continue;
-      }
-      if (input_assert) {
-        const std::int64_t expected_token = at(*tokens.expected_input_ids, i);
-        const std::int64_t expected_pos = at(*tokens.expected_positions, i);
-        const std::int64_t bits =
-            (token != expected_token ? kWriteToken : 0) | (pos != expected_pos ? kWritePosition : 0);
-        if (bits != 0) violation(slot, pos, token, expected_token, running, expected_pos, bits);
-      }
-      if (position_assert) {
-        const std::int64_t expected_pos = wrapping_add(prev_pos, 1);
-        if (pos != expected_pos) violation(slot, pos, token, token, running, expected_pos, kWritePosition);
-        prev_pos = pos;
-      }
-      buffer[static_cast<std::size_t>(slot)] = Record{token, pos, running, fold(real_kv, slot)};
-      running = Impl::record_hash(running, token, pos);
-      ++stored;
-    }
+  const std::int64_t seed = at(plan.write_seed_slot_indices, r);
+  std::int64_t running = kAnchorHash;
+  bool position_assert = false;
+  std::int64_t prev_pos = 0;
+  if (seed >= num_slots) {
+    violation(seed, -1, -1, -1, kAnchorHash, -1, kOutOfRange);
+  } else if (seed >= 0) {
+    running = Impl::record_hash(seed_record.prev_hash, seed_record.token, seed_record.position);
+    position_assert = tokens.chain_position_assert != 0;
+    if (position_assert) prev_pos = seed_record.position;
   }
-  ring.slot_run_counter = wrapping_add(ring.slot_run_counter, stored);
+
+  std::int64_t stored = 0;
+  for (std::int64_t i = first; i < last; ++i) {
+    if (i < 0 || i >= num_tokens) {
+      violation(i, -1, -1, -1, running, -1, kOutOfRange);
+      break;  // the request stops here
+    }
+    const std::int64_t slot = at(tokens.out_cache_loc, i);
+    if (slot < 0) continue;  // padding: no store, no count, no chain step
+    const std::int64_t token = at(tokens.input_ids, i);
+    const std::int64_t pos = at(tokens.positions, i);
+    if (slot >= num_slots) {
+      violation(slot, pos, token, -1, running, -1, kOutOfRange);
+      continue;
+    }
+    if (input_assert) {
+      const std::int64_t expected_token = at(*tokens.expected_input_ids, i);
+      const std::int64_t expected_pos = at(*tokens.expected_positions, i);
+      const std::int64_t bits =
+          (token != expected_token ? kWriteToken : 0) | (pos != expected_pos ? kWritePosition : 0);
+      if (bits != 0) violation(slot, pos, token, expected_token, running, expected_pos, bits);
+    }
+    if (position_assert) {
+      const std::int64_t expected_pos = wrapping_add(prev_pos, 1);
+      if (pos != expected_pos) violation(slot, pos, token, token, running, expected_pos, kWritePosition);
+      prev_pos = pos;
+    }
+    store(slot, Record{token, pos, running, fold(real_kv, slot)});
+    running = Impl::record_hash(running, token, pos);
+    ++stored;
+  }
+  return stored;
 }
 
 void verify(const Outputs& plan, const CanaryBuffer& buffer, KernelKind kernel_kind, const RealKv& real_kv,
             bool check_expected_token, ViolationRing& ring) {
+  verify(plan, buffer, kernel_kind, real_kv, check_expected_token, VerifyChecks::v1(), ring);
+}
+
+void verify(const Outputs& plan, const CanaryBuffer& buffer, KernelKind kernel_kind, const RealKv& real_kv,
+            bool check_expected_token, const VerifyChecks& checks, ViolationRing& ring) {
   constexpr const char* function = "verify";
   const std::int64_t num_slots = static_cast<std::int64_t>(buffer.size());
   const std::int64_t verify_capacity = size_of(plan.verify_slot_indices);
@@ -265,7 +258,10 @@ void verify(const Outputs& plan, const CanaryBuffer& buffer, KernelKind kernel_k
     const std::int64_t exp_pos = plan.verify_expected_positions[entry];
     const std::int64_t prev = plan.verify_prev_slot_indices[entry];
     const std::int64_t exp_tok = check_expected_token ? plan.verify_expected_tokens[entry] : -1;
-    if (slot == 0) continue;  // the reserved padding slot, whatever prev holds
+    if (slot == 0) {  // the reserved padding slot, whatever prev holds; §11.3: a live position on it
+      if (checks.slot_zero) record_violation(ring, kernel_kind, 0, exp_pos, -1, exp_tok, -1, prev, kVerifySlotZero);
+      continue;
+    }
     const bool slot_out_of_range = slot < 0 || slot >= num_slots;
     if (slot_out_of_range || prev >= num_slots) {
       record_violation(ring, kernel_kind, slot_out_of_range ? slot : prev, exp_pos, -1, exp_tok, -1, -1, kOutOfRange);
@@ -276,6 +272,12 @@ void verify(const Outputs& plan, const CanaryBuffer& buffer, KernelKind kernel_k
     const std::int64_t expected_chain = prev_reachable ? slot_hash(buffer, prev) : stored.prev_hash;
     std::int64_t bits = 0;
     if (prev_reachable && stored.prev_hash != expected_chain) bits |= kVerifyChainHash;
+    if (checks.freed && stored.token == kFreedToken) {  // §11.2: the position and chain only; aux = the epoch
+      bits |= kVerifyFreed | (stored.position != exp_pos ? kVerifyPosition : 0);
+      record_violation(ring, kernel_kind, slot, stored.position, stored.token, exp_tok, stored.prev_hash,
+                       stored.real_kv_hash, bits);
+      continue;
+    }
     if (exp_tok != -1 && stored.token != exp_tok) bits |= kVerifyToken;
     if (stored.position != exp_pos) bits |= kVerifyPosition;
     if (stored.real_kv_hash != fold(real_kv, slot)) bits |= kVerifyRealKvHash;

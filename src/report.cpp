@@ -16,9 +16,12 @@ namespace kvcanary {
 
 namespace {
 
-// §7's names of fail_reason_bits 1, 2, 4, ..., 64.
-constexpr const char* kReasonNames[] = {"verify_chain_hash", "verify_position", "verify_real_kv_hash", "write_token",
-                                        "write_position",    "verify_token",    "out_of_range"};
+// §7's names of fail_reason_bits 1, 2, 4, ..., 64, then §11's 128 ... 1024.
+constexpr const char* kReasonNames[] = {"verify_chain_hash", "verify_position",  "verify_real_kv_hash", "write_token",
+                                        "write_position",    "verify_token",     "out_of_range",        "verify_freed",
+                                        "verify_slot_zero",  "metadata_mismatch", "padding_slot_kv"};
+// §11.1: rows of these bits never describe a never-written record, whatever their fields hold.
+constexpr std::int64_t kV2Bits = kVerifyFreed | kVerifySlotZero | kMetadataMismatch | kPaddingSlotKv;
 constexpr int kNamedReasons = sizeof(kReasonNames) / sizeof(kReasonNames[0]);
 
 std::string hex64(std::int64_t value) {
@@ -73,7 +76,9 @@ std::string format_violation(const RingRow& row) {
 }
 
 bool is_never_written(const RingRow& row) {
-  return row[kRowStoredToken] == 0 && row[kRowPosition] == 0 && row[kRowStoredChainHash] == 0;
+  constexpr std::int64_t kStoreOrIndexBits = kWriteToken | kWritePosition | kOutOfRange | kV2Bits;
+  return row[kRowStoredToken] == 0 && row[kRowPosition] == 0 && row[kRowStoredChainHash] == 0 &&
+         (row[kRowFailReasonBits] & kStoreOrIndexBits) == 0;
 }
 
 ViolationReport make_report(const reference::ViolationRing& ring, std::int64_t already_reported,
@@ -104,6 +109,9 @@ ViolationReport make_report(const reference::ViolationRing& ring, std::int64_t a
     const RingRow& row = ring.rows[r];
     if (!options.keep_never_written && is_never_written(row)) {
       ++report.dropped;
+      auto& tags = report.dropped_launch_tags;
+      const auto at = std::lower_bound(tags.begin(), tags.end(), row[kRowKernelKind]);
+      if (at == tags.end() || *at != row[kRowKernelKind]) tags.insert(at, row[kRowKernelKind]);
       continue;
     }
     report.rows.push_back(row);
@@ -118,6 +126,14 @@ std::string summary_line(const ViolationReport& report) {
        << " count=" << report.count << " capacity=" << report.capacity << " overflowed=" << (report.overflowed ? 1 : 0)
        << " lost_to_overflow=" << report.lost_to_overflow;
   return line.str();
+}
+
+std::string never_written_line(const ViolationReport& report) {
+  if (report.dropped == 0) return "";
+  std::string line = "kv_canary: " + std::to_string(report.dropped) + " never-written rows dropped (launch tags ";
+  for (std::size_t k = 0; k < report.dropped_launch_tags.size(); ++k)
+    line += (k == 0 ? "" : ", ") + std::string(kernel_kind_name(report.dropped_launch_tags[k]));
+  return line + ")";
 }
 
 bool has_violations(const ViolationReport& report) {
@@ -138,21 +154,22 @@ ViolationError::ViolationError(ViolationReport report)
     : std::runtime_error(error_message(report)), report_(std::move(report)) {}
 
 void deliver(const ViolationReport& report, const ReportOptions& options) {
+  const auto emit = [&](const std::string& line) {
+    if (options.sink)
+      options.sink(line);
+    else
+      std::cerr << line << '\n';
+  };
   switch (options.mode) {
     case ReportMode::None:
       return;
-    case ReportMode::Log: {
-      const auto emit = [&](const std::string& line) {
-        if (options.sink)
-          options.sink(line);
-        else
-          std::cerr << line << '\n';
-      };
+    case ReportMode::Log:
       for (const std::string& line : report.lines) emit(line);
-      if (report.dropped > 0 || report.newly_lost > 0) emit(summary_line(report));
+      if (report.dropped > 0) emit(never_written_line(report));
+      if (report.newly_lost > 0) emit(summary_line(report));
       return;
-    }
     case ReportMode::Raise:
+      if (report.dropped > 0) emit(never_written_line(report));  // a wiped record is never silent
       if (has_violations(report)) throw ViolationError(report);
       return;
   }

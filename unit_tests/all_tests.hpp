@@ -16,3 +16,4 @@
 #include "test_canary_facts.hpp"
 #include "test_canary_differential.hpp"
 #include "test_write_targets.hpp"
+#include "test_write_outcomes.hpp"

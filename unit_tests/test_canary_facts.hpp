@@ -36,18 +36,7 @@ class CanaryFacts : public ::testing::Test {
   }
 
   // A VerifyPlan of entries (slot, expected position, prev, expected token).
-  static Outputs verify_plan(const std::vector<std::array<std::int64_t, 4>>& entries) {
-    Outputs plan = kvcanary::reference::make_outputs(static_cast<std::int64_t>(entries.size()), 0, 0);
-    for (std::size_t i = 0; i < entries.size(); ++i) {
-      plan.verify_slot_indices[i] = entries[i][0];
-      plan.verify_expected_positions[i] = entries[i][1];
-      plan.verify_prev_slot_indices[i] = entries[i][2];
-      plan.verify_expected_tokens[i] = entries[i][3];
-    }
-    plan.verify_num_valid = static_cast<std::int32_t>(entries.size());
-    plan.enable = 1;
-    return plan;
-  }
+  static Outputs verify_plan(const std::vector<std::array<std::int64_t, 4>>& entries) { return verify_plan_of(entries); }
 
   StageRun write(const Outputs& plan, const Tokens& t, Buffer buffer, const RealKv& real_kv = RealKv{}) const {
     return runner.write(plan, t, KernelKind::HEAD_K_FULL, real_kv, buffer, empty_ring(16));
@@ -323,6 +312,135 @@ TEST_F(CanaryHostErrors, TooManyBuffersOrAnUnknownKind) {
   EXPECT_THAT(invalid_argument_message([&] { kvcanary::verify(space, plan, targets, ring); }).value_or(""),
               ::testing::HasSubstr("kernel_kind is 12"));
   EXPECT_EQ(kernel_runs(), 0);
+}
+
+// Issue 19: every allocation helper with a size rejects a negative one (before: silently size 0).
+TEST_F(CanaryHostErrors, NegativeSizesToTheAllocationHelpersAreRejected) {
+  const auto message = [](const auto& call) { return invalid_argument_message(call).value_or("no exception"); };
+  EXPECT_EQ(message([&] { kvcanary::allocate_violation_ring(space, -5); }),
+            "kvcanary::allocate_violation_ring: capacity is -5, must be >= 0");
+  EXPECT_EQ(message([&] { kvcanary::allocate_canary_buffer(space, -5); }),
+            "kvcanary::allocate_canary_buffer: num_slots is -5, must be >= 0");
+  EXPECT_EQ(message([&] { kvcanary::allocate_verify_plan(space, -1); }),
+            "kvcanary::allocate_verify_plan: verify_capacity is -1, must be >= 0");
+  EXPECT_EQ(message([&] { kvcanary::allocate_write_plan(space, -1); }),
+            "kvcanary::allocate_write_plan: write_req_capacity is -1, must be >= 0");
+  EXPECT_EQ(message([&] { kvcanary::allocate_plan_workspace(space, -2); }),
+            "kvcanary::allocate_plan_workspace: max_batch_size is -2, must be >= 0");
+  EXPECT_EQ(kvcanary::allocate_violation_ring(space, 0).capacity(), 0);
+  EXPECT_EQ(kvcanary::allocate_canary_buffer(space, 0).num_slots(), 0);
+}
+
+// Issue 19: host arrays of different lengths are an invalid_argument naming them, raised before any copy
+// (before: a Kokkos deep_copy "Deprecation Error" runtime_error from inside the upload).
+TEST_F(CanaryHostErrors, UploadsRejectHostArraysOfDifferentLengths) {
+  Outputs plan = kvcanary::reference::make_outputs(2, 1, 0);
+  plan.verify_prev_slot_indices = {-1};
+  EXPECT_EQ(invalid_argument_message([&] { kvcanary::upload_verify_plan(space, plan); }).value_or("no exception"),
+            "kvcanary::upload_verify_plan: verify_prev_slot_indices has 1 entries but verify_slot_indices has 2");
+  plan.verify_prev_slot_indices = {-1, 1};
+  plan.verify_expected_tokens = {1, 2, 3};
+  EXPECT_THAT(invalid_argument_message([&] { kvcanary::upload_verify_plan(space, plan); }).value_or(""),
+              ::testing::HasSubstr("verify_expected_tokens has 3 entries but verify_slot_indices has 2"));
+  plan.verify_expected_tokens = {1, 2};
+  const auto verify_plan = kvcanary::allocate_verify_plan(space, 2);
+  const auto write_plan = kvcanary::allocate_write_plan(space, 1);
+  const auto status = kvcanary::allocate_plan_status(space);
+  plan.write_offsets = {0, 0, 0};
+  EXPECT_EQ(invalid_argument_message([&] { kvcanary::upload_outputs(space, plan, verify_plan, write_plan, status); })
+                .value_or("no exception"),
+            "kvcanary::upload_outputs: write_offsets has 3 entries but the device array has 2");
+}
+
+// Issue 19: a canary buffer whose bytes lie inside a real-KV source it fingerprints is rejected by write()
+// and verify() (before: accepted, and every later verify reported bit 4 on every slot).
+TEST_F(CanaryHostErrors, CanaryBufferOverlappingARealKvSourceIsRejected) {
+  Kokkos::View<std::uint8_t**, Kokkos::LayoutRight, memory_space> kv("test::kv", 4, 32);
+  kvcanary::RealKv<memory_space> real_kv;
+  real_kv.mode = RealKvMode::All;
+  kvcanary::RealKvSource<memory_space> source;
+  source.bytes = kv;
+  source.bytes_per_token = source.read_bytes = 32;
+  real_kv.sources = {source};
+  kvcanary::WriteOptions<memory_space> options;
+  options.real_kv = real_kv;
+  Outputs plan = kvcanary::reference::make_outputs(1, 1, 0);
+  plan.write_offsets = {0, 1};
+  plan.write_seed_slot_indices = {-1};
+  plan.write_num_valid_reqs = 1;
+  plan.verify_slot_indices = {1};
+  plan.verify_expected_positions = {0};
+  plan.verify_prev_slot_indices = {-1};
+  plan.verify_num_valid = 1;
+  plan.enable = 1;
+  Tokens t;
+  t.input_ids = {5};
+  t.positions = {0};
+  t.out_cache_loc = {1};
+  const auto tokens = kvcanary::upload_step_tokens(space, t);
+  const auto write_plan = kvcanary::upload_write_plan(space, plan);
+  const auto verify_plan = kvcanary::upload_verify_plan(space, plan);
+  // The whole tensor, and one record in its last row: both overlap; a buffer of its own does not.
+  for (const std::int64_t offset : {0, 96}) {
+    const auto aliased = kvcanary::wrap_canary_buffer<memory_space>(kv.data() + offset, offset == 0 ? 4 : 1, 32);
+    EXPECT_THAT(invalid_argument_message([&] { kvcanary::write(space, write_plan, tokens, aliased, ring, options); })
+                    .value_or(""),
+                ::testing::AllOf(::testing::HasSubstr("kvcanary::write: the canary buffer's bytes"),
+                                 ::testing::HasSubstr("overlap real_kv.sources[0].bytes")));
+    EXPECT_THAT(invalid_argument_message([&] {
+                  kvcanary::verify(space, verify_plan, aliased, ring, kvcanary::VerifyOptions{}, KernelKind::HEAD_K_FULL,
+                                   real_kv);
+                }).value_or(""),
+                ::testing::HasSubstr("kvcanary::verify: the canary buffer's bytes"));
+  }
+  EXPECT_EQ(kernel_runs(), 0);
+  const auto apart = kvcanary::allocate_canary_buffer(space, 4);
+  EXPECT_EQ(invalid_argument_message([&] { kvcanary::write(space, write_plan, tokens, apart, ring, options); }),
+            std::nullopt);
+  EXPECT_EQ(invalid_argument_message([&] {
+              kvcanary::verify(space, verify_plan, apart, ring, kvcanary::VerifyOptions{}, KernelKind::HEAD_K_FULL, real_kv);
+            }),
+            std::nullopt);
+  EXPECT_EQ(kernel_runs(), 2);
+}
+
+// Issue 19: plans are allocated in the empty state (enable 0, counts 0, offsets 0), so a write() or a
+// verify() before any plan() does nothing, even on recycled memory (before: it acted on garbage).
+TEST_F(CanaryHostErrors, PlansStartEmptySoWriteAndVerifyBeforePlanDoNothing) {
+  for (const std::int64_t junk_value : {1, 3}) {
+    {  // memory the next allocations may reuse, full of non-zero words
+      Kokkos::View<std::int64_t*, memory_space> junk(Kokkos::view_alloc(Kokkos::WithoutInitializing, "test::junk"), 9);
+      Kokkos::deep_copy(junk, junk_value);
+      Kokkos::View<std::int64_t*, memory_space> more(Kokkos::view_alloc(Kokkos::WithoutInitializing, "test::junk"), 4);
+      Kokkos::deep_copy(more, junk_value);
+      space.fence();
+    }
+    const auto write_plan = kvcanary::allocate_write_plan(space, 8);
+    const auto verify_plan = kvcanary::allocate_verify_plan(space, 4);
+    Outputs contents;
+    kvcanary::download_outputs(space, verify_plan, write_plan, kvcanary::allocate_plan_status(space), contents);
+    EXPECT_EQ(contents.write_offsets, Int64s(9, 0));
+    EXPECT_EQ(contents.write_seed_slot_indices, Int64s(8, 0));
+    EXPECT_EQ(contents.write_num_valid_reqs, 0);
+    EXPECT_EQ(contents.verify_slot_indices, Int64s(4, 0));
+    EXPECT_EQ(contents.verify_prev_slot_indices, Int64s(4, 0));
+    EXPECT_EQ(contents.verify_num_valid, 0);
+    EXPECT_EQ(contents.enable, 0);
+
+    const auto fresh_ring = kvcanary::allocate_violation_ring(space, 64);
+    const auto fresh_buffer = kvcanary::allocate_canary_buffer(space, 8);
+    Tokens t;
+    t.input_ids = {5, 6, 7};
+    t.positions = {0, 1, 2};
+    t.out_cache_loc = {1, 2, 3};
+    kvcanary::write(space, write_plan, kvcanary::upload_step_tokens(space, t), fresh_buffer, fresh_ring);
+    kvcanary::verify(space, verify_plan, fresh_buffer, fresh_ring);
+    const auto after = kvcanary::download_violation_ring(space, fresh_ring);
+    EXPECT_EQ(after.count, 0);
+    EXPECT_EQ(after.slot_run_counter, 0);
+    EXPECT_EQ(after.kernel_run_counter, 2);
+    EXPECT_EQ(kvcanary::download_canary_buffer(space, fresh_buffer), Buffer(8));
+  }
 }
 
 }  // namespace kvcanary_test

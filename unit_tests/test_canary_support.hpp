@@ -8,9 +8,11 @@
 #include "test_support.hpp"
 
 #include <kvcanary/tools/host_bridge_canary.hpp>
+#include <kvcanary/tools/host_bridge_canary_v2.hpp>
 #include <kvcanary/tools/reference_canary.hpp>
 
 #include <algorithm>
+#include <array>
 #include <sstream>
 #include <vector>
 
@@ -98,6 +100,20 @@ inline bool fits_int32(const Tokens& t) {
          (!t.expected_input_ids || (fits(*t.expected_input_ids) && fits(*t.expected_positions)));
 }
 
+// A VerifyPlan of entries (slot, expected position, prev, expected token), all valid, enabled.
+inline Outputs verify_plan_of(const std::vector<std::array<std::int64_t, 4>>& entries) {
+  Outputs plan = kvcanary::reference::make_outputs(static_cast<std::int64_t>(entries.size()), 0, 0);
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    plan.verify_slot_indices[i] = entries[i][0];
+    plan.verify_expected_positions[i] = entries[i][1];
+    plan.verify_prev_slot_indices[i] = entries[i][2];
+    plan.verify_expected_tokens[i] = entries[i][3];
+  }
+  plan.verify_num_valid = static_cast<std::int32_t>(entries.size());
+  plan.enable = 1;
+  return plan;
+}
+
 // One stage call on both sides from the same state.
 struct StageRun {
   Buffer buffer;
@@ -109,6 +125,8 @@ struct CanaryRunner {
   using ExecSpaceType = ExecSpace;
   CanaryAlgorithm algorithm = CanaryAlgorithm::Default;
   kvcanary::HostDataLayout layout{};
+  // The verify checks of SPEC-CANARY §11 on both sides (v1: §5 as the original wrote it).
+  kvcanary::VerifyChecks checks = kvcanary::VerifyChecks::v1();
 
   // write() on the backend and the reference from (buffer, ring); checks both agree; returns the library's.
   StageRun write(const Outputs& plan, const Tokens& tokens, KernelKind kind, const RealKv& real_kv, const Buffer& buffer,
@@ -157,16 +175,58 @@ struct CanaryRunner {
   Ring verify(const Outputs& plan, const std::vector<const Buffer*>& buffers, const std::vector<KernelKind>& kinds,
               const std::vector<const RealKv*>& real_kvs, bool check_expected_token, const Ring& ring) const {
     Ring library = ring;
-    kvcanary::verify_host_data(ExecSpace(), plan, buffers, kinds, real_kvs, check_expected_token, library, algorithm,
-                               layout);
+    kvcanary::verify_host_data(ExecSpace(), plan, buffers, kinds, real_kvs, check_expected_token, checks, library,
+                               algorithm, layout);
     Ring reference = ring;
     Ring all = ring;
     for (std::size_t t = 0; t < buffers.size(); ++t)
-      kvcanary::reference::verify(plan, *buffers[t], kinds[t], *real_kvs[t], check_expected_token, reference);
+      kvcanary::reference::verify(plan, *buffers[t], kinds[t], *real_kvs[t], check_expected_token, checks, reference);
     all.capacity = reference.count + 1;
     for (std::size_t t = 0; t < buffers.size(); ++t)
-      kvcanary::reference::verify(plan, *buffers[t], kinds[t], *real_kvs[t], check_expected_token, all);
+      kvcanary::reference::verify(plan, *buffers[t], kinds[t], *real_kvs[t], check_expected_token, checks, all);
     EXPECT_TRUE(same_ring(library, reference, all));
+    return library;
+  }
+
+  // free() on the backend (int64 and, where the values fit, int32 slots) and the reference; checks all agree.
+  StageRun free(const Int64s& slots, std::int64_t epoch, const Buffer& buffer, const Ring& ring,
+                KernelKind kind = KernelKind::HEAD_K_FULL) const {
+    StageRun library{buffer, ring}, reference{buffer, ring};
+    kvcanary::free_host_data(ExecSpace(), slots, epoch, kind, library.buffer, library.ring, layout.stride_bytes);
+    kvcanary::reference::free(slots, epoch, kind, reference.buffer, reference.ring);
+    Ring all = ring;
+    all.capacity = ring.count + reference.ring.count + 1;
+    Buffer scratch = buffer;
+    kvcanary::reference::free(slots, epoch, kind, scratch, all);
+    EXPECT_TRUE(same_buffer(library.buffer, reference.buffer));
+    EXPECT_TRUE(same_ring(library.ring, reference.ring, all));
+    if (std::all_of(slots.begin(), slots.end(), [](std::int64_t v) { return v == static_cast<std::int32_t>(v); })) {
+      StageRun narrow{buffer, ring};
+      kvcanary::free_host_data<std::int32_t>(ExecSpace(), slots, epoch, kind, narrow.buffer, narrow.ring);
+      EXPECT_TRUE(same_buffer(narrow.buffer, reference.buffer));
+      EXPECT_TRUE(same_ring(narrow.ring, reference.ring, all));
+    }
+    return library;
+  }
+
+  // cross_check() on the backend (int32 and int64 metadata where the values fit) and the reference.
+  Ring cross_check(const Inputs& inputs, const kvcanary::reference::BackendMetadata& metadata, const Ring& ring,
+                   KernelKind kind = KernelKind::HEAD_K_FULL) const {
+    Ring library = ring, reference = ring;
+    kvcanary::cross_check_host_data<std::int64_t>(ExecSpace(), inputs, metadata, kind, library);
+    kvcanary::reference::cross_check(inputs, metadata, kind, reference);
+    Ring all = ring;
+    all.capacity = reference.count + 1;
+    kvcanary::reference::cross_check(inputs, metadata, kind, all);
+    EXPECT_TRUE(same_ring(library, reference, all));
+    const auto fits = [](const Int64s& values) {
+      return std::all_of(values.begin(), values.end(), [](std::int64_t v) { return v == static_cast<std::int32_t>(v); });
+    };
+    if (fits(metadata.kv_indptr) && fits(metadata.kv_indices) && fits(metadata.block_table) && fits(metadata.seq_lens)) {
+      Ring narrow = ring;
+      kvcanary::cross_check_host_data<std::int32_t>(ExecSpace(), inputs, metadata, kind, narrow);
+      EXPECT_TRUE(same_ring(narrow, reference, all));
+    }
     return library;
   }
 

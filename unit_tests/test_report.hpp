@@ -91,7 +91,9 @@ TEST(ReportLine, ReasonNamesInBitOrder) {
 }
 
 TEST(ReportLine, UnknownBitsAreNamedByNumberInOrder) {
-  EXPECT_EQ(kvcanary::fail_reason_names(128 | 64 | 2), "verify_position+out_of_range+bit7");
+  EXPECT_EQ(kvcanary::fail_reason_names(2048 | 64 | 2), "verify_position+out_of_range+bit11");
+  EXPECT_EQ(kvcanary::fail_reason_names(128 | 256 | 512 | 1024),
+            "verify_freed+verify_slot_zero+metadata_mismatch+padding_slot_kv");  // SPEC-CANARY §11.1
   EXPECT_EQ(kvcanary::fail_reason_names(std::numeric_limits<std::int64_t>::min()), "bit63");
   EXPECT_EQ(kvcanary::fail_reason_names(-1).substr(0, 18), "verify_chain_hash+");
   RingRow row = kFactRow;
@@ -107,6 +109,22 @@ TEST(ReportLine, NeverWrittenIsTokenPositionAndChainHashZero) {
     row[static_cast<std::size_t>(field)] = 1;
     EXPECT_FALSE(kvcanary::is_never_written(row)) << "field " << field;
   }
+}
+
+// SPEC-CANARY §7: the filter is for verify-stage rows; a real store's rows (a token 0 at position 0
+// chained to a zero seed record: running hash mix3(0, 0, 0) = 0) and out-of-range rows are always kept.
+TEST(ReportLine, RowsWithAWriteOrOutOfRangeBitAreNeverDroppedAsNeverWritten) {
+  for (const std::int64_t bit : {kvcanary::kWriteToken, kvcanary::kWritePosition, kvcanary::kOutOfRange}) {
+    RingRow row = kZeroRecordRow;
+    row[kvcanary::kRowFailReasonBits] = bit;
+    EXPECT_FALSE(kvcanary::is_never_written(row)) << "bit " << bit;
+    row[kvcanary::kRowFailReasonBits] = bit | kvcanary::kVerifyPosition;
+    EXPECT_FALSE(kvcanary::is_never_written(row)) << "bit " << bit;
+  }
+  const RingRow write_row = {0, 1, 0, 0, 9, 0, 0, kvcanary::kWriteToken};
+  const ViolationReport report = kvcanary::make_report(snapshot(8, {write_row, kZeroRecordRow}, 2), 0);
+  EXPECT_THAT(report.rows, ElementsAre(write_row));
+  EXPECT_EQ(report.dropped, 1);
 }
 
 // ---- make_report ----
@@ -236,12 +254,15 @@ TEST(ReportDelivery, LogAddsASummaryWhenRowsWereDroppedOrLost) {
   options.mode = ReportMode::Log;
   options.sink = [&](const std::string& line) { received.push_back(line); };
   kvcanary::deliver(kvcanary::make_report(snapshot(2, {kFactRow, kZeroRecordRow}, 5), 0), options);
-  EXPECT_THAT(received, ElementsAre(kFactLine,
+  EXPECT_THAT(received, ElementsAre(kFactLine, "kv_canary: 1 never-written rows dropped (launch tags HEAD_K_FULL)",
                                     "kv_canary report: rows=1 dropped_never_written=1 count=5 capacity=2 overflowed=1 "
                                     "lost_to_overflow=3"));
   received.clear();
-  kvcanary::deliver(kvcanary::make_report(snapshot(8, {kZeroRecordRow}, 1), 0), options);
-  EXPECT_THAT(received, ElementsAre(HasSubstr("dropped_never_written=1 ")));  // a wiped record is never silent
+  RingRow v_row = kZeroRecordRow;
+  v_row[kvcanary::kRowKernelKind] = static_cast<std::int64_t>(kvcanary::KernelKind::TAIL_V_SWA);
+  kvcanary::deliver(kvcanary::make_report(snapshot(8, {v_row, kZeroRecordRow, v_row}, 3), 0), options);
+  // a wiped record is never silent: SPEC-CANARY §7's line, the distinct launch tags in kind order
+  EXPECT_THAT(received, ElementsAre("kv_canary: 3 never-written rows dropped (launch tags HEAD_K_FULL, TAIL_V_SWA)"));
 }
 
 TEST(ReportDelivery, LogWithoutSinkWritesToStandardError) {
@@ -279,12 +300,20 @@ TEST(ReportDelivery, RaiseThrowsViolationErrorCarryingRowsAndLines) {
   EXPECT_THROW(kvcanary::deliver(report, options), std::runtime_error);  // ViolationError is one
 }
 
-TEST(ReportDelivery, RaiseIsQuietWithoutKeptRowsButNotWhenTheRingKeepsNone) {
+TEST(ReportDelivery, RaiseThrowsOnlyForKeptRowsButNotWhenTheRingKeepsNone) {
+  std::vector<std::string> received;
   ReportOptions options;
   options.mode = ReportMode::Raise;
+  options.sink = [&](const std::string& line) { received.push_back(line); };
   EXPECT_NO_THROW(kvcanary::deliver(kvcanary::make_report(snapshot(8, {}, 0), 0), options));
   EXPECT_NO_THROW(kvcanary::deliver(kvcanary::make_report(snapshot(8, {kZeroRecordRow}, 1), 0), options));
   EXPECT_NO_THROW(kvcanary::deliver(kvcanary::make_report(snapshot(8, {kFactRow}, 1), 1), options));
+  // Dropped rows do not raise, but they are never silent: SPEC-CANARY §7's line goes to the sink.
+  EXPECT_THAT(received, ElementsAre("kv_canary: 1 never-written rows dropped (launch tags HEAD_K_FULL)"));
+  received.clear();
+  EXPECT_THROW(kvcanary::deliver(kvcanary::make_report(snapshot(8, {kFactRow, kZeroRecordRow}, 2), 0), options),
+               ViolationError);
+  EXPECT_THAT(received, ElementsAre(HasSubstr("kv_canary: 1 never-written rows dropped")));
   // Capacity 0 keeps only the count: the violations must still raise.
   EXPECT_THROW(kvcanary::deliver(kvcanary::make_report(snapshot(0, {}, 2), 0), options), ViolationError);
 }

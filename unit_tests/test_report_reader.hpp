@@ -65,7 +65,7 @@ TEST_F(ReportReader, NeverWrittenRowsAreDroppedAndCounted) {
   EXPECT_EQ(report.rows.size(), 1u);
   EXPECT_EQ(report.dropped, 1);
   ASSERT_EQ(lines.size(), 2u);
-  EXPECT_THAT(lines[1], ::testing::HasSubstr("dropped_never_written=1"));
+  EXPECT_EQ(lines[1], "kv_canary: 1 never-written rows dropped (launch tags HEAD_K_FULL)");
 
   const auto kept_ring = kvcanary::allocate_violation_ring(space, 8);
   std::vector<std::string> all;
@@ -90,6 +90,49 @@ TEST_F(ReportReader, AFullRingIsReportedOncePerReadThatLosesViolations) {
   EXPECT_EQ(reader.read(space, ring).newly_lost, 1);
   ASSERT_EQ(lines.size(), 4u);
   EXPECT_THAT(lines[3], ::testing::HasSubstr("count=4"));
+}
+
+// SPEC-CANARY §7, on the device: a stamped record wiped to zeros is dropped as never written, and Raise
+// mode says so on the sink without throwing (before: nothing at all); a later kept row throws.
+TEST_F(ReportReader, RaiseModeIsNeverSilentOnAWipedRecord) {
+  const auto ring = kvcanary::allocate_violation_ring(space, 8);
+  std::vector<std::string> lines;
+  kvcanary::ReportOptions options = log_to(lines);
+  options.mode = kvcanary::ReportMode::Raise;
+  kvcanary::ViolationReader reader(options);
+  verify(ring, {{3, 4}});  // slot 3: a zero record, as a wiped one reads
+  kvcanary::ViolationReport report;
+  EXPECT_NO_THROW(report = reader.read(space, ring));
+  EXPECT_EQ(report.dropped, 1);
+  EXPECT_THAT(lines, ::testing::ElementsAre("kv_canary: 1 never-written rows dropped (launch tags HEAD_K_FULL)"));
+  verify(ring, {{5, 9}});
+  EXPECT_THROW(reader.read(space, ring), kvcanary::ViolationError);
+}
+
+// SPEC-CANARY §7: a real store's write rows are kept even when token, position and chain hash are all 0
+// (token 0 at position 0 chained to a zero seed record; repro never_written_filter_drops_write_rows.json).
+TEST_F(ReportReader, WriteRowsOfAZeroSeedChainAreReported) {
+  const auto ring = kvcanary::allocate_violation_ring(space, 8);
+  const auto buffer = kvcanary::allocate_canary_buffer(space, 3);
+  Outputs plan = kvcanary::reference::make_outputs(0, 1, 0);
+  plan.write_offsets = {0, 1};
+  plan.write_seed_slot_indices = {2};
+  plan.write_num_valid_reqs = 1;
+  Tokens tokens;
+  tokens.input_ids = {0};
+  tokens.positions = {0};
+  tokens.out_cache_loc = {1};
+  tokens.expected_input_ids = Int64s{9};
+  tokens.expected_positions = Int64s{0};
+  kvcanary::write(space, kvcanary::upload_write_plan(space, plan), kvcanary::upload_step_tokens(space, tokens), buffer,
+                  ring);
+  std::vector<std::string> lines;
+  kvcanary::ViolationReader reader(log_to(lines));
+  const kvcanary::ViolationReport report = reader.read(space, ring);
+  EXPECT_EQ(report.dropped, 0);
+  ASSERT_EQ(report.rows.size(), 2u);
+  EXPECT_THAT(lines, ::testing::UnorderedElementsAre(::testing::HasSubstr("fail_reason=write_token slot_idx=1"),
+                                                     ::testing::HasSubstr("fail_reason=write_position slot_idx=1")));
 }
 
 TEST_F(ReportReader, RaiseThrowsWithTheRows) {

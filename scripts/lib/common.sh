@@ -7,6 +7,11 @@
 #                              otherwise) and CMAKE_PREFIX_PATH=$KOKKOS_PREFIX
 #   kv_build DIR [TARGET...]   builds DIR (everything, or the given targets) with $JOBS jobs
 #   kv_readme_configure ARGS   kv_deps cpu + kv_configure of the README build ($KV_BUILD_DIR)
+#   kv_python_env              a venv over Debian's python3 in build-py/venv (--system-site-packages) with
+#                              nanobind and scikit-build-core, for building the Python extension; sets
+#                              KV_PYTHON to its python (apt: KV_PYTHON_PACKAGES, through kv_deps)
+#   kv_pip_install_self PIP    `pip install --no-build-isolation .` of this checkout with PIP, against
+#                              $KOKKOS_PREFIX (the extension builds in build/py-*/)
 #   kv_usage                   prints the calling script's header comment (its usage) to stdout
 # CMake's and the build's output go to stderr: stdout is kept for what a script reports (the demo).
 #
@@ -50,6 +55,28 @@ kv_build() {  # kv_build DIR [TARGET...]
   local targets=()
   [ $# -eq 0 ] || targets=(--target "$@")
   cmake --build "$dir" -j "$JOBS" "${targets[@]}" >&2 || kv_die "building $dir ${*:-(all)} failed"
+}
+
+# Debian's packages the Python extension and its tests need (passed to kv_deps by its callers).
+KV_PYTHON_PACKAGES="python3-venv python3-dev python3-numpy python3-pytest python3-torch"
+
+kv_pip_install_self() {
+  kv_log "pip install . (Kokkos: $KOKKOS_PREFIX)"
+  CMAKE_PREFIX_PATH=$KOKKOS_PREFIX CMAKE_BUILD_PARALLEL_LEVEL=$JOBS \
+    "$1" install --quiet --disable-pip-version-check --no-build-isolation "$KV_ROOT" >&2 \
+    || kv_die "pip install . failed"
+}
+
+kv_python_env() {
+  local venv=$KV_ROOT/build-py/venv
+  if [ ! -x "$venv/bin/python" ]; then
+    kv_log "virtual environment $venv (Debian's python3)"
+    /usr/bin/python3 -m venv --system-site-packages "$venv" || kv_die "python3 -m venv failed"
+  fi
+  "$venv/bin/python" -c "import nanobind, scikit_build_core" 2>/dev/null \
+    || "$venv/bin/pip" install --quiet --disable-pip-version-check nanobind==3.1.0 scikit-build-core==1.1.2 >&2 \
+    || kv_die "installing nanobind and scikit-build-core failed"
+  KV_PYTHON=$venv/bin/python
 }
 
 # The README build: build/ (or $KVCANARY_BUILD_DIR), configured the same way by run-tests.sh,

@@ -22,14 +22,15 @@ constexpr std::int64_t kInt64Min = std::numeric_limits<std::int64_t>::min();
 constexpr std::int64_t kInt64Max = std::numeric_limits<std::int64_t>::max();
 
 const std::set<std::string> kVerifyKeys = {"canary_buffer", "verify_plan", "check_expected_token", "kernel_kind",
-                                           "ring_capacity", "real_kv"};
+                                           "ring_capacity", "real_kv", "check_slot_zero", "check_freed"};
 const std::set<std::string> kWriteKeys = {"canary_buffer", "write_plan", "input_ids", "positions", "out_cache_loc",
                                           "expected_input_ids", "expected_positions", "chain_position_assert",
                                           "kernel_kind", "ring_capacity", "real_kv"};
 // With the plan keys (json_io.cpp).
 const std::set<std::string> kStepKeys = {"canary_buffer", "input_ids", "positions", "out_cache_loc",
                                          "expected_input_ids", "expected_positions", "chain_position_assert",
-                                         "kernel_kind", "ring_capacity", "real_kv", "check_expected_token"};
+                                         "kernel_kind", "ring_capacity", "real_kv", "check_expected_token",
+                                         "check_slot_zero", "check_freed"};
 
 // An array's length against a limit, before its values are converted.
 void check_length(const json& value, const char* where, std::int64_t limit, const char* what) {
@@ -199,10 +200,15 @@ void parse_common(const json& object, CanaryCase& c) {
                                   std::to_string(kMaxRingCapacity));
   }
   if (const json* v = optional(object, "real_kv")) c.real_kv = to_real_kv(*v);
-  if (const json* v = optional(object, "check_expected_token")) {
-    if (!v->is_boolean()) reject("check_expected_token", "expected true or false, got " + describe(*v));
-    c.check_expected_token = v->get<bool>();
-  }
+  const auto flag = [&](const char* key, bool& value) {
+    if (const json* v = optional(object, key)) {
+      if (!v->is_boolean()) reject(key, "expected true or false, got " + describe(*v));
+      value = v->get<bool>();
+    }
+  };
+  flag("check_expected_token", c.check_expected_token);
+  flag("check_slot_zero", c.checks.slot_zero);  // SPEC-CANARY §11.3; absent: off (the §9 contract)
+  flag("check_freed", c.checks.freed);          // §11.2
 }
 
 }  // namespace

@@ -32,6 +32,7 @@ struct CanaryCase {
   Case plan_case;                 // step
   reference::StepTokens tokens;   // write, step
   bool check_expected_token = true;
+  VerifyChecks checks = VerifyChecks::v1();  // check_slot_zero / check_freed (SPEC-CANARY §11), off by default
   KernelKind kernel_kind = KernelKind::HEAD_K_FULL;
   std::int64_t ring_capacity = 1024;
   reference::RealKv real_kv;

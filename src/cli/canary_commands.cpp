@@ -10,6 +10,7 @@
 #include "plan_writer.hpp"
 
 #include <kvcanary/tools/host_bridge_canary.hpp>
+#include <kvcanary/tools/write_outcomes.hpp>
 
 #include <optional>
 #include <stdexcept>
@@ -67,20 +68,36 @@ void run_library(const std::optional<std::string>& backend, const Algorithms& al
   with_execution_space(backend, [&](const auto& space) {
     if (c.kind == CaseKind::Step) plan_host_data(space, c.plan_case.inputs, run.plan, algorithms.plan);
     if (c.kind != CaseKind::Write)
-      verify_host_data(space, run.plan, {&run.buffer}, {c.kernel_kind}, {&c.real_kv}, c.check_expected_token, run.ring,
-                       algorithms.canary);
+      verify_host_data(space, run.plan, {&run.buffer}, {c.kernel_kind}, {&c.real_kv}, c.check_expected_token, c.checks,
+                       run.ring, algorithms.canary);
     if (c.kind != CaseKind::Verify)
       write_host_data(space, run.plan, c.tokens, c.kernel_kind, c.real_kv, run.buffer, run.ring, algorithms.canary);
   });
   sort_ring_rows(run.ring);
 }
 
-void run_reference(const CanaryCase& c, CanaryRun& run) {
+// The reference's run; when its write call leaves outcomes open (SPEC-CANARY §4), `before_write` gets the
+// state the write started from, so that another outcome can be checked against it.
+void run_reference(const CanaryCase& c, CanaryRun& run, std::optional<CanaryRun>& before_write) {
   if (c.kind == CaseKind::Step) reference::plan(c.plan_case.inputs, run.plan);
   if (c.kind != CaseKind::Write)
-    reference::verify(run.plan, run.buffer, c.kernel_kind, c.real_kv, c.check_expected_token, run.ring);
-  if (c.kind != CaseKind::Verify) reference::write(run.plan, c.tokens, c.kernel_kind, c.real_kv, run.buffer, run.ring);
+    reference::verify(run.plan, run.buffer, c.kernel_kind, c.real_kv, c.check_expected_token, c.checks, run.ring);
+  if (c.kind != CaseKind::Verify) {
+    if (reference::open_writes(run.plan, c.tokens, static_cast<std::int64_t>(run.buffer.size())).any())
+      before_write = run;
+    reference::write(run.plan, c.tokens, c.kernel_kind, c.real_kv, run.buffer, run.ring);
+  }
   sort_ring_rows(run.ring);
+}
+
+// "N seed reads and M slots", what SPEC-CANARY §4 leaves open in the case's write call.
+std::string open_parts(const reference::OpenWrites& open) {
+  const auto count = [](std::size_t n, const char* one, const char* many) {
+    return std::to_string(n) + " " + (n == 1 ? one : many);
+  };
+  return count(open.contested_seeds.size(), "request whose seed slot another request writes",
+               "requests whose seed slot another request writes") +
+         " and " + count(open.shared_slots.size(), "slot written by several tokens", "slots written by several tokens");
 }
 
 // Runs `stages` and returns the message of the std::invalid_argument it throws, or "" when it runs through.
@@ -132,7 +149,8 @@ int check_canary_case(const CommandLine& command_line, CanaryCase c, std::ostrea
   who += "canary algorithm " + std::string(canary_algorithm_name(algorithms.canary)) + ")";
 
   const std::string library_error = error_of([&] { run_library(command_line.backend, algorithms, c, library); });
-  const std::string reference_error = error_of([&] { run_reference(c, expected); });
+  std::optional<CanaryRun> before_write;
+  const std::string reference_error = error_of([&] { run_reference(c, expected, before_write); });
   if (!library_error.empty() && library_error == reference_error)
     throw RejectedInput(path + ": " + library_error);  // both reject it: a rejected input
   if (library_error != reference_error) {
@@ -141,15 +159,49 @@ int check_canary_case(const CommandLine& command_line, CanaryCase c, std::ostrea
         << (reference_error.empty() ? "accepted the call" : "threw: " + reference_error) << '\n';
     return 1;
   }
-  auto difference = c.kind == CaseKind::Step ? first_difference(expected.plan, library.plan) : std::nullopt;
-  if (!difference) difference = first_canary_difference(expected.buffer, expected.ring, library.buffer, library.ring);
-  if (difference) {
-    out << "check: " << path << ": " << who << " and reference DISAGREE at " << *difference << '\n';
+  const auto plan_difference = c.kind == CaseKind::Step ? first_difference(expected.plan, library.plan) : std::nullopt;
+  if (plan_difference) {
+    out << "check: " << path << ": " << who << " and reference DISAGREE at " << *plan_difference << '\n';
     return 1;
   }
-  out << "check: " << path << ": " << who << " agrees with the reference on every record"
-      << (ring_overflowed(library.ring) ? "" : " and ring row") << " (" << summary(library) << ")\n";
-  return 0;
+  const auto difference = first_canary_difference(expected.buffer, expected.ring, library.buffer, library.ring);
+  if (!before_write) {  // every outcome is specified: the reference's is the only one
+    if (difference) {
+      out << "check: " << path << ": " << who << " and reference DISAGREE at " << *difference << '\n';
+      return 1;
+    }
+    out << "check: " << path << ": " << who << " agrees with the reference on every record"
+        << (ring_overflowed(library.ring) ? "" : " and ring row") << " (" << summary(library) << ")\n";
+    return 0;
+  }
+  // SPEC-CANARY §4 leaves this write call's outcome open: any outcome it allows is right.
+  const reference::OpenWrites open =
+      reference::open_writes(expected.plan, c.tokens, static_cast<std::int64_t>(before_write->buffer.size()));
+  const std::string unspecified = "the case's write call leaves open what SPEC-CANARY §4 does not specify (" +
+                                  open_parts(open) + ")";
+  if (!difference) {
+    out << "check: " << path << ": " << who << " agrees with the reference on every record"
+        << (ring_overflowed(library.ring) ? "" : " and ring row") << "; " << unspecified
+        << ", and the library's outcome is the reference's serial one (" << summary(library) << ")\n";
+    return 0;
+  }
+  const reference::WriteOutcomeCheck outcome =
+      reference::check_write_outcome(expected.plan, c.tokens, c.kernel_kind, c.real_kv, before_write->buffer,
+                                     before_write->ring, library.buffer, library.ring);
+  if (outcome.allowed) {
+    out << "check: " << path << ": " << who << " agrees with SPEC-CANARY §4: " << unspecified
+        << ", and the library's outcome is one the SPEC allows (found among " << outcome.outcomes_tried
+        << " of them; the reference's serial order gives another, first different at " << *difference << ") ("
+        << summary(library) << ")\n";
+    return 0;
+  }
+  out << "check: " << path << ": " << who << " and reference DISAGREE at " << *difference << ", and "
+      << (outcome.exhausted ? "none of the first " + std::to_string(outcome.outcomes_tried) +
+                                  " outcomes SPEC-CANARY §4 allows matches it either (more were not tried)"
+                            : "no outcome SPEC-CANARY §4 allows matches it either (" +
+                                  std::to_string(outcome.outcomes_tried) + " tried)")
+      << "; " << unspecified << '\n';
+  return 1;
 }
 
 }  // namespace cli

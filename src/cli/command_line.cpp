@@ -89,7 +89,8 @@ Plan case (plan; SPEC section 2 inputs):
 prints the last step's plan plus "steps", every step's plan with "write_seed_slot_indices_all".
 
 Canary cases (SPEC-CANARY section 9):
-  verify   canary_buffer, verify_plan, [check_expected_token, kernel_kind, ring_capacity, real_kv]
+  verify   canary_buffer, verify_plan, [check_expected_token, kernel_kind, ring_capacity, real_kv,
+           check_slot_zero, check_freed (SPEC-CANARY 11, default false)]
   write    canary_buffer, write_plan, input_ids, positions, out_cache_loc,
            [expected_input_ids + expected_positions, chain_position_assert, kernel_kind, ring_capacity, real_kv]
   step     a plan case plus the write keys other than write_plan, and check_expected_token

@@ -95,6 +95,17 @@ class DevicePipeline {
     const std::int64_t row_bytes = shape.page_size * shape.bytes_per_token;
     kv_k_ = Bytes(Kokkos::view_alloc(space_, "kvcanary::sim::kv_k"), shape.num_pages, row_bytes);
     kv_v_ = Bytes(Kokkos::view_alloc(space_, "kvcanary::sim::kv_v"), shape.num_pages, row_bytes);
+    freed_ = alloc("freed_slots", shape.num_slots);
+    kv_indptr_ = alloc("kv_indptr", shape.max_batch + 1);
+    kv_indices_ = alloc("kv_indices", shape.max_batch * shape.cols);
+    epoch_ = Kokkos::View<std::int64_t, Memory>(Kokkos::view_alloc(space_, "kvcanary::sim::free_epoch"));
+    // The canary v2 stages outside the runtime (free, cross-check, padding check) count their launches here,
+    // not on the runtime's per-tag counters, which its health check compares with the runtime's own launches.
+    v2_kernel_runs_ = Kokkos::View<std::int64_t, Memory>(Kokkos::view_alloc(space_, "kvcanary::sim::v2_kernel_runs"));
+    v2_slot_runs_ = Kokkos::View<std::int64_t, Memory>(Kokkos::view_alloc(space_, "kvcanary::sim::v2_slot_runs"));
+    real_k_.mode = real_v_.mode = options.real_kv;
+    real_k_.sources = {RealKvSource<Memory>{kv_k_, shape.page_size, shape.bytes_per_token, shape.bytes_per_token}};
+    real_v_.sources = {RealKvSource<Memory>{kv_v_, shape.page_size, shape.bytes_per_token, shape.bytes_per_token}};
     for (int g = 0; g < kGroups; ++g) {
       GroupTokenViews& t = tokens_[g];
       t.input_ids = alloc("input_ids", shape.token_capacity);
@@ -169,6 +180,9 @@ class DevicePipeline {
       copy(tokens_[g].expected_input_ids, t.expected_input_ids.data(), n);
       copy(tokens_[g].expected_positions, t.expected_positions.data(), n);
     }
+    free_slots(data);
+    copy(kv_indptr_, data.kv_indptr.data(), bs + 1);
+    copy(kv_indices_, data.kv_indices.data(), static_cast<std::int64_t>(data.kv_indices.size()));
     if (data.sweep) {
       const std::int64_t n = data.sweep_batch_size;
       copy(sweep_pool_indices_, data.sweep_pool_indices.data(), n);
@@ -177,12 +191,36 @@ class DevicePipeline {
     }
   }
 
-  // Every group's plan, head verify of K and V and write of K and V. On the fault's step the replay is
-  // skipped (a graph that lost the canary's nodes), while end_step() still counts the forward.
+  // The slots the engine freed since the last step: the free stage stamps them FREED (SPEC-CANARY §11.2)
+  // in each group's K and V buffers, the step's epoch as owner epoch, before the head reads anything.
+  void free_slots(const StepData& data) {
+    Kokkos::deep_copy(space_, epoch_, data.step);
+    for (int g = 0; g < kGroups; ++g) {
+      const std::int64_t n = std::min(static_cast<std::int64_t>(data.freed[g].size()), shape_.num_slots);
+      if (!group_on(g) || n == 0) continue;
+      copy(freed_, data.freed[g].data(), n);
+      const auto slots = Kokkos::subview(freed_, std::make_pair(std::int64_t{0}, n));
+      const GroupKind kind = static_cast<GroupKind>(g);
+      const bool swa = g == 2;
+      FreeOptions<Memory> options;
+      options.epoch = epoch_;
+      options.kernel_kind = swa ? KernelKind::HEAD_K_SWA : KernelKind::HEAD_K_FULL;
+      kvcanary::free(space_, slots, canary_->k_buffer(kind), v2_ring(kind), options);
+      options.kernel_kind = swa ? KernelKind::HEAD_V_SWA : KernelKind::HEAD_V_FULL;
+      kvcanary::free(space_, slots, canary_->v_buffer(kind), v2_ring(kind), options);
+    }
+  }
+
+  // Every group's plan, head verify of K and V and write of K and V, then the cross-check of the target
+  // group's backend metadata. On the fault's step the replay is skipped (a graph that lost the canary's
+  // nodes), while end_step() still counts the forward.
   void head(const StepData& data) {
     if (options_.skip_canary_step >= 0 && data.step == options_.skip_canary_step) return;
     const ForwardBatch<Memory> batch = forward_batch(data.batch_size);
-    run_maybe_graphed(head_graphs_, data.batch_size, [&] { canary_->before_forward(batch); });
+    run_maybe_graphed(head_graphs_, data.batch_size, [&] {
+      canary_->before_forward(batch);
+      cross_check(space_, target_inputs(data.batch_size), metadata(data.batch_size), v2_ring(GroupKind::Target));
+    });
   }
 
   // The "model": the step's KV bytes of the target group's tokens, then the faults' flipped bytes.
@@ -214,6 +252,9 @@ class DevicePipeline {
     cached.lengths = Kokkos::subview(sweep_prefix_lens_, std::make_pair(std::size_t(0), n));
     cached.expected_tokens_valid_lens = EngineVector<Memory>(Kokkos::subview(sweep_valid_lens_, std::make_pair(std::size_t(0), n)));
     canary_->sweep(cached);
+    // The padding slot's bytes (SPEC-CANARY §11.5), with the sweep.
+    check_padding_slot(space_, real_k_, padding_fold_of_zeros(real_k_), v2_ring(GroupKind::Target), KernelKind::SWEEP_K_FULL);
+    check_padding_slot(space_, real_v_, padding_fold_of_zeros(real_v_), v2_ring(GroupKind::Target), KernelKind::SWEEP_V_FULL);
   }
 
   void fence() const { space_.fence(); }
@@ -281,6 +322,32 @@ class DevicePipeline {
     return batch;
   }
 
+  // The target group's backend metadata of a batch of bs rows (SPEC-CANARY §11.4), at fixed addresses.
+  BackendMetadata<Memory, std::int64_t> metadata(std::int64_t bs) const {
+    BackendMetadata<Memory, std::int64_t> m;
+    m.kv_indptr = unmanaged_vector<Memory>(kv_indptr_.data(), bs + 1);
+    m.kv_indices = unmanaged_vector<Memory>(kv_indices_.data(), static_cast<std::int64_t>(kv_indices_.extent(0)));
+    return m;
+  }
+
+  // The target group's plan inputs of a batch of bs rows (the cross-check compares the metadata with them).
+  PlanInputs<Memory> target_inputs(std::int64_t bs) const {
+    PlanInputs<Memory> in;
+    in.req_pool_indices = unmanaged_vector<Memory>(req_pool_indices_.data(), bs);
+    in.prefix_lens = unmanaged_vector<Memory>(prefix_lens_.data(), bs);
+    in.extend_seq_lens = unmanaged_vector<Memory>(extend_seq_lens_.data(), bs);
+    in.req_to_token = req_to_token_;
+    return in;
+  }
+
+  // A group's ring (rows and count shared with the runtime's pump) with the simulator's own counters.
+  ViolationRing<Memory> v2_ring(GroupKind kind) const {
+    ViolationRing<Memory> ring = canary_->ring(kind);
+    ring.kernel_run_counter = v2_kernel_runs_;
+    ring.slot_run_counter = v2_slot_runs_;
+    return ring;
+  }
+
 #ifdef KOKKOS_ENABLE_CUDA
   using Graphs = std::map<std::int64_t, cudaGraphExec_t>;
   static void check(cudaError_t e, const char* what) {
@@ -323,7 +390,9 @@ class DevicePipeline {
   Space space_;
   EngineShape shape_;
   SimulationOptions options_;
-  Vector<std::int64_t> req_pool_indices_, prefix_lens_, extend_seq_lens_, valid_lens_, lut_;
+  Vector<std::int64_t> req_pool_indices_, prefix_lens_, extend_seq_lens_, valid_lens_, lut_, freed_, kv_indptr_, kv_indices_;
+  Kokkos::View<std::int64_t, Memory> epoch_, v2_kernel_runs_, v2_slot_runs_;
+  RealKv<Memory> real_k_, real_v_;
   Vector<std::int64_t> sweep_pool_indices_, sweep_prefix_lens_, sweep_valid_lens_;
   Table req_to_token_, token_pool_;
   Bytes kv_k_, kv_v_;

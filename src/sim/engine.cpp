@@ -124,8 +124,13 @@ std::int64_t Engine::allocate_page() {
 
 void Engine::release_page(std::int64_t page) {
   if (quarantined_[page]) return;  // a fault's page: never handed out again
-  if (--page_refs_[page] == 0) free_pages_.push_back(page);
+  if (--page_refs_[page] == 0) {
+    free_pages_.push_back(page);
+    stamp_freed(page);
+  }
 }
+
+void Engine::stamp_freed(std::int64_t page) { freed_pages_.push_back(page); }
 
 void Engine::set_row_page(Request& r, std::int64_t index) {
   const std::int64_t page = r.pages[static_cast<std::size_t>(index)];
@@ -300,6 +305,11 @@ const StepData& Engine::begin_step(std::int64_t step) {
   step_ = step;
   data_ = StepData{};
   data_.step = step;
+  if (!repair_flips_.empty()) {  // XOR again: the padding slot's bytes are zero once more after this step's model write
+    data_.flips = repair_flips_;
+    repair_flips_.clear();
+    padding_fault_active_ = false;
+  }
   admit_requests();
   inject_pre_step_faults();
   build_batch();
@@ -307,11 +317,16 @@ const StepData& Engine::begin_step(std::int64_t step) {
   for (auto& entry : schedule_)
     if (entry.first >= 0 && entry.first <= step) {
       const FaultClass c = entry.second;
-      const int phase = c == FaultClass::KvByteFlip ? 2
+      const int phase = (c == FaultClass::KvByteFlip || c == FaultClass::PaddingKv) ? 2
                         : (c == FaultClass::RogueWrite || c == FaultClass::PositionOffByOne || c == FaultClass::SwappedTokens) ? 1
                                                                                                                                : 0;
       if (phase > 0 && inject(c, phase)) entry.first = -1;
     }
+  build_backend_metadata();
+  for (auto& entry : schedule_)  // a stale copy of the table: after the backend built it
+    if (entry.first >= 0 && entry.first <= step && entry.second == FaultClass::StaleMetadata &&
+        inject(entry.second, 1))
+      entry.first = -1;
   if (options_.sweep_every > 0 && step % options_.sweep_every == options_.sweep_every - 1 && !cache_.empty()) {
     data_.sweep = true;
     for (const auto& [t, entry] : cache_) {
@@ -326,6 +341,14 @@ const StepData& Engine::begin_step(std::int64_t step) {
     data_.sweep_extend_seq_lens.resize(static_cast<std::size_t>(data_.sweep_batch_size), 0);
     data_.sweep_valid_lens.resize(static_cast<std::size_t>(data_.sweep_batch_size), 0);
   }
+  for (const std::int64_t page : freed_pages_)
+    for (std::int64_t o = 0; o < shape_.page_size; ++o) {
+      const std::int64_t slot = page * shape_.page_size + o;
+      data_.freed[static_cast<int>(Group::Target)].push_back(slot);
+      if (shape_.draft_group) data_.freed[static_cast<int>(Group::Draft)].push_back(slot);
+      if (shape_.swa_window > 0) data_.freed[static_cast<int>(Group::Swa)].push_back(lut_[slot]);
+    }
+  freed_pages_.clear();
   data_.dirty_rows.assign(dirty_rows_.begin(), dirty_rows_.end());
   dirty_rows_.clear();
   data_.lut_dirty = lut_dirty_;
@@ -357,9 +380,11 @@ void Engine::build_batch() {
       }
     }
     if (r->extend > 0 && !ensure_pages(*r, r->written + r->extend)) r->extend = r->advance = 0;
-    if (r->extend > 0 && r->written < r->prompt_len) ++data_.prefill_rows;
     budget -= r->extend;
   }
+  hold_back_open_writes();
+  for (const auto& [id, r] : running_)
+    if (r.extend > 0 && r.written < r.prompt_len) ++data_.prefill_rows;
   std::int64_t bucket = 1;
   while (bucket < static_cast<std::int64_t>(running_.size())) bucket *= 2;
   data_.batch_size = std::min(bucket, shape_.max_batch);
@@ -398,6 +423,57 @@ void Engine::build_batch() {
     for (auto* v : {&g->input_ids, &g->positions, &g->expected_input_ids, &g->expected_positions})
       v->resize(static_cast<std::size_t>(shape_.token_capacity), 0);
     g->out_cache_loc.resize(static_cast<std::size_t>(shape_.token_capacity), -1);
+  }
+}
+
+// SPEC-CANARY §4 leaves the outcome of a write call open when one request's seed slot is a slot another
+// request writes in the same call, or when two tokens write one slot: which store a seed read sees is a
+// race. A fault can make either happen (a stale prefix, a page handed out twice, a freed page reused).
+// The simulator promises that a seed gives the same run on every backend, so the engine never hands the
+// canary such a call: a row whose seed (in the full or the SWA slot space) another row writes this step,
+// or which writes a slot an earlier row of the batch writes, is held back for the step (extend 0: it
+// writes nothing, its prefix is still verified) and writes at the next one, when the other row's store
+// has landed. Holding a row only removes writes, so the loop ends; the order is the batch's.
+void Engine::hold_back_open_writes() {
+  const auto swa_slot = [&](std::int64_t slot) {  // SPEC §3's T with the LUT: negative passes, large clamps
+    return slot < 0 ? slot : lut_[static_cast<std::size_t>(std::min(slot, shape_.num_slots - 1))];
+  };
+  const bool swa = shape_.swa_window > 0;
+  step_seeds_.clear();
+  step_targets_.clear();
+  for (bool changed = true; changed;) {
+    changed = false;
+    std::map<std::int64_t, std::int64_t> writer[2];  // slot → the first row (request id) writing it; [1]: SWA
+    std::set<std::int64_t> duplicated;                // requests writing a slot an earlier row writes
+    for (const auto& [id, r] : running_)
+      for (std::int64_t j = 0; j < r.extend; ++j) {
+        const std::int64_t slot = slot_of(r, r.written + j);
+        for (int space = 0; space < (swa ? 2 : 1); ++space) {
+          const auto [it, first] = writer[space].emplace(space == 0 ? slot : swa_slot(slot), id);
+          if (!first && it->second != id) duplicated.insert(id);
+        }
+      }
+    for (auto& [id, r] : running_) {
+      if (r.extend == 0) continue;
+      bool open = duplicated.count(id) > 0;
+      if (r.written > 0) {
+        const std::int64_t seed = req_to_token_[static_cast<std::size_t>(r.row * shape_.cols + r.written - 1)];
+        for (int space = 0; space < (swa ? 2 : 1); ++space) {
+          const auto it = writer[space].find(space == 0 ? seed : swa_slot(seed));
+          open = open || (it != writer[space].end() && it->second != id);
+        }
+      }
+      if (open) {
+        r.extend = r.advance = 0;
+        changed = true;
+      }
+    }
+    if (!changed)  // what the write-time faults must keep clear of (target group)
+      for (const auto& [id, r] : running_)
+        if (r.extend > 0) {
+          if (r.written > 0) step_seeds_.insert(req_to_token_[static_cast<std::size_t>(r.row * shape_.cols + r.written - 1)]);
+          for (std::int64_t j = 0; j < r.extend; ++j) step_targets_.insert(slot_of(r, r.written + j));
+        }
   }
 }
 
@@ -450,6 +526,7 @@ void Engine::end_step(const std::vector<GroupRow>& rows, std::int64_t ring_overf
       } else {
         ++it;
       }
+    for (const ByteFlip& flip : f.flips) repair_flips_.push_back(flip);  // the engine rewrites the padding slot
     if (f.lut_slot >= 0) {
       lut_[f.lut_slot] = f.lut_old;
       f.lut_slot = -1;
@@ -487,7 +564,7 @@ void Engine::inject_pre_step_faults() {
       const FaultClass c = entry.second;
       const bool pre = c == FaultClass::DoubleAllocation || c == FaultClass::UseAfterFree ||
                        c == FaultClass::PageTableOverwrite || c == FaultClass::SwaLutCorruption ||
-                       c == FaultClass::StalePrefixHit;
+                       c == FaultClass::StalePrefixHit || c == FaultClass::FreedRead;
       if (!pre) continue;
       if (inject(c, 0)) {
         entry.first = -1;
@@ -500,7 +577,7 @@ void Engine::inject_pre_step_faults() {
     if (entry.first >= 0 && step_ >= options_.steps - 60 && entry.first <= step_) {
       const FaultClass c = entry.second;
       if (c == FaultClass::RogueWrite || c == FaultClass::PositionOffByOne || c == FaultClass::SwappedTokens ||
-          c == FaultClass::KvByteFlip) {
+          c == FaultClass::KvByteFlip || c == FaultClass::StaleMetadata || c == FaultClass::PaddingKv) {
         entry.first = -1;
         ++skipped_[static_cast<int>(c)];
       }
@@ -526,6 +603,9 @@ bool Engine::inject(FaultClass c, int /*phase*/) {
     case FaultClass::SwappedTokens: ok = inject_swapped_tokens(fault); break;
     case FaultClass::SwaLutCorruption: ok = inject_swa_lut(fault); break;
     case FaultClass::StalePrefixHit: ok = inject_stale_prefix(fault); break;
+    case FaultClass::FreedRead: ok = inject_freed_read(fault); break;
+    case FaultClass::StaleMetadata: ok = inject_stale_metadata(fault); break;
+    case FaultClass::PaddingKv: ok = inject_padding_kv(fault); break;
   }
   if (!ok) {
     faults_.pop_back();
@@ -608,14 +688,70 @@ bool Engine::inject_use_after_free(Fault& f) {
   return true;
 }
 
+// The engine frees a live page of A (the free stage stamps its slots FREED) while A's page table keeps
+// it; the page is quarantined, so A's next verify reads the FREED records before any reuse.
+bool Engine::inject_freed_read(Fault& f) {
+  const std::int64_t page = take_victim_page(f);
+  if (page < 0) return false;
+  stamp_freed(page);
+  for (std::int64_t o = 0; o < shape_.page_size; ++o) {
+    const Watch& w = watches_[page * shape_.page_size + o].back();
+    f.damage.push_back({w.reader, w.position, now(0), kAllGroups});
+  }
+  f.record.note += " freed while mapped (stamped FREED, never re-allocated)";
+  return true;
+}
+
+void Engine::build_backend_metadata() {
+  data_.kv_indptr.assign(1, 0);
+  data_.kv_indices.clear();
+  for (std::int64_t r = 0; r < data_.batch_size; ++r) {
+    const std::int64_t rp = data_.req_pool_indices[static_cast<std::size_t>(r)];
+    if (rp != 0) {
+      const std::int64_t length = std::min(shape_.cols, data_.prefix_lens[static_cast<std::size_t>(r)] +
+                                                            std::max<std::int64_t>(0, data_.extend_seq_lens[static_cast<std::size_t>(r)]));
+      for (std::int64_t p = 0; p < length; ++p) data_.kv_indices.push_back(req_to_token_[rp * shape_.cols + p]);
+    }
+    data_.kv_indptr.push_back(static_cast<std::int64_t>(data_.kv_indices.size()));
+  }
+}
+
+// The backend's copy of A's page-table row keeps a stale entry for one already written position (a slot
+// of another live request, or 0 as in vLLM PR #7018) while req_to_token is right: the head's cross-check
+// of the copy sees it at once.
+bool Engine::inject_stale_metadata(Fault& f) {
+  std::vector<std::size_t> rows;
+  for (std::size_t b = 0; b < batch_.size(); ++b)
+    if (batch_prefix_[b] >= 1) rows.push_back(b);
+  if (rows.empty()) return false;
+  const std::size_t b = rows[static_cast<std::size_t>(uniform(0, static_cast<std::int64_t>(rows.size()) - 1))];
+  const std::int64_t p = uniform(0, batch_prefix_[b] - 1);
+  const auto entry = static_cast<std::size_t>(data_.kv_indptr[b] + p);
+  const std::int64_t truth = data_.kv_indices[entry];
+  std::int64_t stale = 0;
+  if (uniform(0, 3) != 0)
+    if (const Request* other = pick_running([&](const Request& r) { return r.id != batch_[b] && r.written >= 1; })) {
+      stale = slot_of(*other, uniform(0, other->written - 1));
+      if (stale == truth) return false;
+    }
+  data_.kv_indices[entry] = stale;
+  f.record.slots = {truth};
+  f.slots[static_cast<int>(Group::Target)].insert(truth);
+  f.requests.insert(batch_[b]);
+  f.record.exercised_step = step_;  // the head's cross-check reads the copy at once
+  f.record.note = "request " + std::to_string(batch_[b]) + " position " + std::to_string(p) + ": kv_indices holds " +
+                  std::to_string(stale) + " instead of " + std::to_string(truth);
+  return true;
+}
+
 bool Engine::inject_page_table_overwrite(Fault& f) {
   Request* a = pick_running([&](const Request& r) { return r.total_len - r.written >= kRemainingToPick && r.written >= 2; });
   if (a == nullptr) return false;
   const std::int64_t p = uniform(0, a->written - 1);
   std::int64_t slot = 0;
-  if (uniform(0, 7) == 0) {  // the entry becomes slot 0, the padding slot verify skips: a blind spot
-    f.record.covered = false;
-    f.record.note = "entry set to slot 0 (verify skips slot 0)";
+  if (uniform(0, 7) == 0) {  // the entry becomes slot 0, the padding slot: verify's slot-zero check (bit 256)
+    f.record.note = "request " + std::to_string(a->id) + " position " + std::to_string(p) + " → slot 0";
+    f.damage.push_back({a->id, p, now(0), kAllGroups});
   } else {
     Request* b = pick_running([&](const Request& r) { return r.id != a->id && r.written >= 1; });
     if (b == nullptr) return false;
@@ -643,6 +779,9 @@ bool Engine::inject_rogue_write(Fault& f) {
   const std::int64_t ap = uniform(0, a->written - 1), victim = slot_of(*a, ap);
   if (std::find(b->pages.begin(), b->pages.end(), victim / shape_.page_size) != b->pages.end()) return false;
   if (same_record(a->tokens, ap, b->tokens, position)) return false;
+  // Never a slot that is a seed or a target of this step's write: SPEC-CANARY §4 leaves that call's
+  // outcome open (hold_back_open_writes); another victim is tried at a later step.
+  if (step_seeds_.count(victim) || step_targets_.count(victim)) return false;
   auto& target = data_.tokens[static_cast<int>(Group::Target)];
   const std::int64_t intended = target.out_cache_loc[static_cast<std::size_t>(i)];
   target.out_cache_loc[static_cast<std::size_t>(i)] = victim;
@@ -707,6 +846,32 @@ bool Engine::inject_kv_byte_flip(Fault& f) {
   f.slots[0] = {flip.slot};
   if (f.record.note.empty())
     f.record.note = std::string(flip.tensor == 0 ? "K" : "V") + " byte " + std::to_string(flip.byte) + " of slot " + std::to_string(flip.slot);
+  return true;
+}
+
+// A CUDA-graph padding row writes undefined K/V into the padding slot (SGLang PR #32477): one byte of slot
+// 0's K or V flips after the model's write. The sweep's padding-slot check compares slot 0's fingerprint
+// with that of zero bytes (SPEC-CANARY §11.5). Page 0 is never handed out, so its slots stay the fault's.
+bool Engine::inject_padding_kv(Fault& f) {
+  if (padding_fault_active_) return false;
+  ByteFlip flip;
+  flip.tensor = static_cast<int>(uniform(0, 1));
+  flip.slot = 0;
+  flip.byte = uniform(0, shape_.bytes_per_token - 1);
+  flip.mask = static_cast<std::uint8_t>(uniform(1, 255));
+  const RealKvMode mode = options_.real_kv;
+  f.record.covered = mode == RealKvMode::All || (mode == RealKvMode::Partial && flip.byte < 16);
+  f.record.note = std::string(flip.tensor == 0 ? "K" : "V") + " byte " + std::to_string(flip.byte) + " of slot 0";
+  if (!f.record.covered) {
+    f.record.note += mode == RealKvMode::None ? " (real-KV mode none)" : " (past PARTIAL's 16)";
+    repair_flips_.push_back(flip);  // nothing can see it: undone at the next step
+  }
+  data_.flips.push_back(flip);
+  f.flips = {flip};
+  f.record.slots = {0};
+  f.slots[static_cast<int>(Group::Target)] = {0};
+  quarantined_[0] = 1;
+  padding_fault_active_ = true;
   return true;
 }
 
@@ -832,6 +997,10 @@ void Engine::note_write(const Request& writer, std::int64_t position, std::int64
 void Engine::mark_exercised() {
   for (auto& f : faults_) {
     if (f.record.exercised_step >= 0) continue;
+    if (f.record.fault == FaultClass::PaddingKv && f.record.covered && data_.sweep) {  // the sweep checks slot 0
+      f.record.exercised_step = step_;
+      continue;
+    }
     for (const auto& d : f.damage) {
       bool read = false;
       for (std::size_t b = 0; b < batch_.size() && !read; ++b) {

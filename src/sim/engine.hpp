@@ -52,6 +52,13 @@ struct StepData {
   bool lut_dirty = false;
   std::array<GroupTokens, kGroups> tokens;
   std::vector<ByteFlip> flips;
+  // Slots the engine returned to its allocator since the last step, per group's slot space (SWA: through
+  // the LUT): the pipelines stamp them with the free stage (SPEC-CANARY §11.2) before the head.
+  std::array<std::vector<std::int64_t>, kGroups> freed;
+  // The target group's attention-backend metadata as a backend builds it from req_to_token: CSR, page
+  // size 1, prefix + extend tokens per batch row (padding rows empty); the head cross-checks it
+  // (SPEC-CANARY §11.4).
+  std::vector<std::int64_t> kv_indptr, kv_indices;
   bool sweep = false;  // a verify-only pass over the prefix cache's entries, after the tail
   std::int64_t sweep_batch_size = 0;
   std::vector<std::int64_t> sweep_pool_indices, sweep_prefix_lens, sweep_extend_seq_lens, sweep_valid_lens;
@@ -131,6 +138,7 @@ class Engine {
     std::set<std::int64_t> cache_entries;  // tainted cache entry ids
     std::set<std::int64_t> slots[kGroups];
     std::int64_t lut_slot = -1, lut_old = -1;
+    std::vector<ByteFlip> flips;  // padding_kv: the bytes it changed (flipped back after its detection)
     bool condemned = false;
   };
 
@@ -140,11 +148,13 @@ class Engine {
   bool ensure_pages(Request& request, std::int64_t positions);
   std::int64_t allocate_page();
   void release_page(std::int64_t page);
+  void stamp_freed(std::int64_t page);  // the page's slots go to the next step's free stage
   void set_row_page(Request& request, std::int64_t page_index);
   bool evict_one_cache_entry();
   void finish_request(Request& request, bool aborted);
   void maybe_insert_cache_entry(const Request& request);
   void build_batch();
+  void hold_back_open_writes();
   std::int64_t slot_of(const Request& request, std::int64_t position) const;
   std::int64_t shared_template_tokens(int template_id) const;
 
@@ -162,6 +172,10 @@ class Engine {
   bool inject_swapped_tokens(Fault& fault);
   bool inject_swa_lut(Fault& fault);
   bool inject_stale_prefix(Fault& fault);
+  bool inject_freed_read(Fault& fault);
+  bool inject_stale_metadata(Fault& fault);
+  bool inject_padding_kv(Fault& fault);
+  void build_backend_metadata();
   Request* pick_running(const std::function<bool(const Request&)>& accept);
   void taint_readers(Fault& fault, std::int64_t slot, std::int64_t time, int groups);
   void note_write(const Request& writer, std::int64_t position, std::int64_t slot, std::int64_t token, int groups);
@@ -185,6 +199,9 @@ class Engine {
   std::vector<std::int32_t> req_to_token_, token_pool_;
   std::vector<std::int64_t> lut_, lut_truth_;
   std::vector<std::int64_t> free_pages_;  // a stack: back() is handed out next
+  std::vector<std::int64_t> freed_pages_;  // released since the last step: stamped FREED before the next head
+  std::vector<ByteFlip> repair_flips_;      // the padding slot's bytes restored at the next step
+  bool padding_fault_active_ = false;       // one padding_kv fault at a time (its flip is undone by XOR)
   std::vector<std::int64_t> page_refs_;
   std::vector<char> quarantined_;         // pages a fault touched: never handed out again once released
   std::int64_t reserved_pages_ = 0;
@@ -198,6 +215,7 @@ class Engine {
   std::map<std::int64_t, Request> running_;  // by id, in admission order
   std::vector<std::int64_t> batch_;          // request ids of this step's batch rows
   std::vector<std::int64_t> batch_prefix_;   // their prefix at the step's start
+  std::set<std::int64_t> step_seeds_, step_targets_;  // the target group's seeds and targets of the step's write
   std::map<int, CacheEntry> cache_;          // by template id
   std::int64_t next_request_id_ = 1, next_cache_id_ = 1;
   std::int64_t arrivals_waiting_ = 0;

@@ -10,7 +10,8 @@ namespace sim {
 namespace {
 constexpr const char* kNames[kFaultClasses] = {"double_alloc",        "use_after_free", "page_table_overwrite",
                                                "rogue_write",         "kv_byte_flip",   "position_off_by_one",
-                                               "swapped_tokens",      "swa_lut",        "stale_prefix"};
+                                               "swapped_tokens",      "swa_lut",        "stale_prefix",
+                                               "freed_read",          "stale_metadata", "padding_kv"};
 constexpr std::int64_t kRecordBits = kVerifyChainHash | kVerifyPosition | kVerifyToken;
 }  // namespace
 
@@ -56,7 +57,7 @@ FaultExpectation expected_catch(FaultClass fault) {
     case FaultClass::UseAfterFree:
       return {"tail verify (same step) or head verify", kRecordBits, "the step the page's new holder writes it", "none"};
     case FaultClass::PageTableOverwrite:
-      return {"head verify", kRecordBits, "the next step", "the entry set to slot 0 (verify skips slot 0)"};
+      return {"head verify (slot 0: the slot-zero check)", kRecordBits | kVerifySlotZero, "the next step", "none"};
     case FaultClass::RogueWrite:
       return {"tail verify (same step) or head verify", kRecordBits, "the step of the write, else the next", "none"};
     case FaultClass::KvByteFlip:
@@ -71,6 +72,13 @@ FaultExpectation expected_catch(FaultClass fault) {
     case FaultClass::StalePrefixHit:
       return {"sweep or head verify of a hit", kRecordBits, "once the evicted pages are rewritten: the next sweep or hit",
               "none"};
+    case FaultClass::FreedRead:
+      return {"head verify (free stage: FREED record)", kVerifyFreed | kVerifyChainHash, "the step of the free", "none"};
+    case FaultClass::StaleMetadata:
+      return {"cross-check of the backend's kv_indices (head)", kMetadataMismatch, "the step of the stale copy", "none"};
+    case FaultClass::PaddingKv:
+      return {"sweep (padding-slot check)", kPaddingSlotKv, "the next sweep",
+              "real-KV none; PARTIAL and a byte past the first 16"};
   }
   return {"", 0, "", ""};
 }

@@ -33,6 +33,9 @@ std::int64_t peak_memory_bound(const SimulationOptions& o) {
                      (s.max_batch + s.max_cache_entries) * 96);
   bytes += s.max_cache_entries * 24 + 4096;  // the sweep's inputs and extend zeros, the counter blocks
   bytes += kGroups * 5 * s.token_capacity * 8 + s.max_batch * 64;  // StepData
+  // Canary v2 (SPEC-CANARY §11): the freed slots (per group in StepData, one View) and the backend's
+  // CSR metadata (kv_indptr, kv_indices: in StepData, the reference's copy and Views), all int64.
+  bytes += (kGroups + 1) * s.num_slots * 8 + 3 * (s.max_batch + 1 + s.max_batch * s.cols) * 8;
   bytes += s.rows * 64;                                            // dirty rows (a std::set)
   bytes += static_cast<std::int64_t>(o.faults.size()) * faults_per_class(o) * kFaultBytes;
   bytes += kMaxTimedSteps * static_cast<std::int64_t>(sizeof(StepSample)) + s.max_batch * 512;  // StepTimer

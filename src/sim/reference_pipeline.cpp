@@ -65,6 +65,13 @@ void ReferencePipeline::upload(const Engine& engine, const StepData& data) {
     s.tokens.expected_positions = t.expected_positions;
     s.tokens.chain_position_assert = 1;
   }
+  // The engine's frees since the last step, stamped FREED before the head (as the device pipeline does).
+  for (int g = 0; g < kGroups; ++g) {
+    GroupState& s = groups_[g];
+    if (!s.on || data.freed[g].empty()) continue;
+    reference::free(data.freed[g], data.step, s.head_k, s.k, s.ring);
+    reference::free(data.freed[g], data.step, s.head_v, s.v, s.ring);
+  }
   if (data.sweep) {
     sweep_inputs_ = groups_[0].inputs;
     sweep_inputs_.req_pool_indices = data.sweep_pool_indices;
@@ -74,7 +81,10 @@ void ReferencePipeline::upload(const Engine& engine, const StepData& data) {
   }
 }
 
-void ReferencePipeline::head(const StepData&) {
+// The checks of SPEC-CANARY §11 as the device pipeline's verify() runs them: the library's defaults.
+constexpr VerifyChecks kChecks{};
+
+void ReferencePipeline::head(const StepData& data) {
   for (int g = 0; g < kGroups; ++g) {
     GroupState& s = groups_[g];
     if (!s.on) continue;
@@ -82,8 +92,15 @@ void ReferencePipeline::head(const StepData&) {
     const reference::RealKv& rk = g == 0 ? real_k_ : none;
     const reference::RealKv& rv = g == 0 ? real_v_ : none;
     reference::plan(s.inputs, s.plan);
-    reference::verify(s.plan, s.k, s.head_k, rk, true, s.ring);
-    reference::verify(s.plan, s.v, s.head_v, rv, true, s.ring);
+    reference::verify(s.plan, s.k, s.head_k, rk, true, kChecks, s.ring);
+    reference::verify(s.plan, s.v, s.head_v, rv, true, kChecks, s.ring);
+    if (g == 0) {  // the attention backend's own copy of the table (SPEC-CANARY §11.4)
+      reference::BackendMetadata metadata;
+      metadata.kv_indptr = data.kv_indptr;
+      metadata.kv_indices = data.kv_indices;
+      metadata.kv_indices.resize(static_cast<std::size_t>(shape_.max_batch * shape_.cols), 0);  // the device's capacity
+      reference::cross_check(s.inputs, metadata, KernelKind::HEAD_K_FULL, s.ring);
+    }
     reference::write(s.plan, s.tokens, s.head_k, rk, s.k, s.ring);
     reference::write(s.plan, s.tokens, s.head_v, rv, s.v, s.ring);
   }
@@ -110,8 +127,8 @@ void ReferencePipeline::model_write(const StepData& data) {
 
 void ReferencePipeline::tail(const StepData&) {
   GroupState& s = groups_[0];
-  reference::verify(s.plan, s.k, KernelKind::TAIL_K_FULL, real_k_, true, s.ring);
-  reference::verify(s.plan, s.v, KernelKind::TAIL_V_FULL, real_v_, true, s.ring);
+  reference::verify(s.plan, s.k, KernelKind::TAIL_K_FULL, real_k_, true, kChecks, s.ring);
+  reference::verify(s.plan, s.v, KernelKind::TAIL_V_FULL, real_v_, true, kChecks, s.ring);
   reference::write(s.plan, s.tokens, KernelKind::TAIL_K_FULL, real_k_, s.k, s.ring);
   reference::write(s.plan, s.tokens, KernelKind::TAIL_V_FULL, real_v_, s.v, s.ring);
 }
@@ -119,8 +136,10 @@ void ReferencePipeline::tail(const StepData&) {
 void ReferencePipeline::sweep(const StepData&) {
   GroupState& s = groups_[0];
   reference::plan(sweep_inputs_, sweep_plan_);
-  reference::verify(sweep_plan_, s.k, KernelKind::SWEEP_K_FULL, real_k_, true, s.ring);
-  reference::verify(sweep_plan_, s.v, KernelKind::SWEEP_V_FULL, real_v_, true, s.ring);
+  reference::verify(sweep_plan_, s.k, KernelKind::SWEEP_K_FULL, real_k_, true, kChecks, s.ring);
+  reference::verify(sweep_plan_, s.v, KernelKind::SWEEP_V_FULL, real_v_, true, kChecks, s.ring);
+  reference::check_padding_slot(real_k_, reference::padding_fold_of_zeros(real_k_), KernelKind::SWEEP_K_FULL, s.ring);
+  reference::check_padding_slot(real_v_, reference::padding_fold_of_zeros(real_v_), KernelKind::SWEEP_V_FULL, s.ring);
 }
 
 std::int64_t ReferencePipeline::read(std::vector<GroupRow>& rows) {

@@ -24,6 +24,10 @@ class ReferencePipeline {
   void sweep(const StepData& data);
   void fence() const {}
   std::int64_t read(std::vector<GroupRow>& rows);
+  // After head(): a group's plan and write inputs of the step (tests check what the engine handed the canary).
+  bool has_group(Group group) const { return groups_[static_cast<int>(group)].on; }
+  const reference::Outputs& plan(Group group) const { return groups_[static_cast<int>(group)].plan; }
+  const reference::StepTokens& tokens(Group group) const { return groups_[static_cast<int>(group)].tokens; }
 
  private:
   struct GroupState {

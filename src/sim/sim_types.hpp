@@ -26,11 +26,14 @@ enum class FaultClass : int {
   SwappedTokens = 6,       // two requests' token ids swapped in the step's input_ids
   SwaLutCorruption = 7,    // a full → SWA LUT entry points at another SWA slot
   StalePrefixHit = 8,      // a prefix-cache entry's pages are evicted and reused, the index keeps it
+  FreedRead = 9,           // a live request's page is freed (the free stage stamps it) and read before any reuse
+  StaleMetadata = 10,      // the attention backend's copy of the page table (kv_indices) holds a stale entry
+  PaddingKv = 11,          // graph padding writes bytes (NaN) into the padding slot's real KV
 };
-constexpr int kFaultClasses = 9;
+constexpr int kFaultClasses = 12;
 
 // "double_alloc", "use_after_free", "page_table_overwrite", "rogue_write", "kv_byte_flip",
-// "position_off_by_one", "swapped_tokens", "swa_lut", "stale_prefix".
+// "position_off_by_one", "swapped_tokens", "swa_lut", "stale_prefix", "freed_read", "stale_metadata", "padding_kv".
 const char* fault_class_name(FaultClass fault);
 std::optional<FaultClass> fault_class_from_name(std::string_view name);
 // "all", "none" or a comma-separated list of names; throws std::invalid_argument naming a bad one.

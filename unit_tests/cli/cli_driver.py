@@ -426,6 +426,12 @@ def main(argv):
             mode_running(tool, argv[3], argv[4], argv[5:])
         elif mode == "starved":
             mode_starved(tool, argv[3], argv[4], argv[5])
+        elif mode == "prints_every_time":  # N runs (a race must not decide it), each: exit 0, the text
+            for run in range(int(argv[3])):
+                rc, out, err = call(tool, argv[5:])
+                if rc != 0 or err or argv[4] not in out:
+                    raise Failure("run %d: expected exit 0, an empty stderr and %r on stdout\n%s"
+                                  % (run + 1, argv[4], show(rc, out, err)))
         elif mode == "prints":
             rc, out, err = call(tool, argv[4:])
             if rc != 0 or err or argv[3] not in out:

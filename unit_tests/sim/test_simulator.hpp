@@ -2,12 +2,15 @@
 // clean, every fault class is caught with its reason bits, blind spots are reported as not covered,
 // and the device rings equal the host reference pipeline's step by step.
 
+#include <kvcanary/tools/write_outcomes.hpp>
 #include <sim/memory_bound.hpp>
 #include <sim/simulate.hpp>
 
 #include <gtest/gtest.h>
 
 #include <iostream>
+#include <string>
+#include <vector>
 
 namespace kvcanary_sim_test {
 
@@ -142,6 +145,79 @@ TEST(Simulator, SameSeedSameResultsAsOnTheHost) {
     EXPECT_EQ(device.faults[i].detected_step, host.faults[i].detected_step) << host.faults[i].note;
     EXPECT_EQ(device.faults[i].reason_bits, host.faults[i].reason_bits) << host.faults[i].note;
     EXPECT_EQ(device.faults[i].rows, host.faults[i].rows) << host.faults[i].note;
+  }
+}
+
+// The configuration of issue 19: a stale_prefix fault at step 456 makes request 7's seed the slot request 0
+// writes at step 462, a call whose outcome SPEC-CANARY §4 leaves open (2060 rows or 2058 on OpenMP).
+SimulationOptions issue_19(std::int64_t steps) {
+  SimulationOptions o;
+  o.steps = steps;
+  o.seed = 5;
+  o.page_size = 16;
+  o.real_kv = kvcanary::RealKvMode::Partial;
+  o.faults = kvcanary::sim::parse_fault_classes("all");
+  o.swa_window = 64;
+  o.spec_decode = true;
+  return o;
+}
+
+// The engine never hands the canary a write call whose outcome SPEC-CANARY §4 leaves open (a seed slot
+// another request writes in the same call, a slot written twice), checked step by step with the host
+// reference's own plan (reference::open_writes) on the issue's configuration and a few more. Host only:
+// the engine and the reference pipeline, as simulate() runs them.
+TEST(Simulator, NoStepHandsTheCanaryAWriteWhoseOutcomeIsOpen) {
+  std::vector<SimulationOptions> runs = {issue_19(5000), every_fault(700, 2026), faulty(FaultClass::StalePrefixHit, 9),
+                                         faulty(FaultClass::DoubleAllocation, 4), faulty(FaultClass::UseAfterFree, 4)};
+  runs[2].page_size = 1;
+  for (const SimulationOptions& o : runs) {
+    kvcanary::sim::Engine engine(o);
+    kvcanary::sim::ReferencePipeline pipeline(engine.shape(), o);
+    std::int64_t open_steps = 0, first_open = -1;
+    for (std::int64_t step = 0; step < o.steps; ++step) {
+      const kvcanary::sim::StepData& data = engine.begin_step(step);
+      pipeline.upload(engine, data);
+      pipeline.head(data);
+      for (const auto group : {kvcanary::sim::Group::Target, kvcanary::sim::Group::Draft, kvcanary::sim::Group::Swa})
+        if (pipeline.has_group(group) &&
+            kvcanary::reference::open_writes(pipeline.plan(group), pipeline.tokens(group), engine.shape().num_slots).any()) {
+          ++open_steps;
+          if (first_open < 0) first_open = step;
+        }
+      pipeline.model_write(data);
+      pipeline.tail(data);
+      if (data.sweep) pipeline.sweep(data);
+      std::vector<kvcanary::sim::GroupRow> rows;
+      const std::int64_t overflows = pipeline.read(rows);
+      engine.end_step(rows, overflows);
+    }
+    EXPECT_EQ(open_steps, 0) << "seed " << o.seed << ": first at step " << first_open;
+  }
+}
+
+// The JSON of a report without what a run cannot repeat: the backend's name and the timings.
+std::string repeatable_json(SimulationReport r) {
+  r.backend.clear();
+  r.canary_us_per_step = r.step_us_per_step = r.steps_per_second = 0;
+  for (auto& b : r.by_batch_size)
+    for (auto* t : {&b.all, &b.decode_only, &b.with_prefill}) t->canary_us = t->canary_us_median = t->step_us = 0;
+  return kvcanary::sim::format_json(r);
+}
+
+// Issue 19: a seed gives the same report, to the byte (timings aside), run after run on this backend and
+// against Serial. Short runs for the repetitions; the issue's 5000-step configuration once.
+TEST(Simulator, SameSeedGivesIdenticalJsonRunAfterRunAndOnSerial) {
+  std::vector<SimulationOptions> configurations = {issue_19(5000), every_fault(300, 5), every_fault(300, 77)};
+  configurations[1].page_size = 16;
+  configurations[1].real_kv = kvcanary::RealKvMode::Partial;
+  configurations[2].page_size = 1;
+  for (std::size_t c = 0; c < configurations.size(); ++c) {
+    const SimulationOptions& o = configurations[c];
+    const std::string serial = repeatable_json(kvcanary::sim::simulate(Kokkos::Serial{}, o));
+    const int runs = c == 0 ? 1 : 10;
+    for (int run = 0; run < runs; ++run)
+      ASSERT_EQ(repeatable_json(kvcanary::sim::simulate(ExecSpace{}, o)), serial)
+          << "configuration " << c << ", run " << run + 1;
   }
 }
 

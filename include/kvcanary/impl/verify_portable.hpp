@@ -50,11 +50,14 @@ struct VerifyEntry {
   std::int64_t slot, expected_position, prev, expected_token;
 };
 
-// Steps 3-4 of SPEC-CANARY §5 for one entry and one buffer.
+// Steps 3-4 of SPEC-CANARY §5 for one entry and one buffer, with the checks of §11.2-§11.3.
 template <class MemorySpace>
 KOKKOS_INLINE_FUNCTION void verify_entry(const DeviceVerifyTarget<MemorySpace>& t, const DeviceRing<MemorySpace>& ring,
-                                         const VerifyEntry& e) {
-  if (e.slot == 0) return;  // the engine's padding slot: never checked
+                                         const VerifyEntry& e, const VerifyChecks& checks) {
+  if (e.slot == 0) {  // the engine's padding slot: never read; with §11.3 on, a live position on it is a row
+    if (checks.slot_zero) ring.push(t.kernel_kind, 0, e.expected_position, -1, e.expected_token, -1, e.prev, kVerifySlotZero);
+    return;
+  }
   const std::int64_t n = t.buffer.num_slots;
   const bool slot_out = e.slot < 0 || e.slot >= n;
   if (slot_out || e.prev >= n) {
@@ -68,6 +71,12 @@ KOKKOS_INLINE_FUNCTION void verify_entry(const DeviceVerifyTarget<MemorySpace>& 
   const std::int64_t real_kv_hash = t.buffer.field(e.slot, kRealKvHash);
   const bool prev_reachable = e.prev != 0;
   const std::int64_t expected_chain = prev_reachable ? t.buffer.slot_hash(e.prev) : prev_hash;
+  if (checks.freed && token == kFreedToken) {  // §11.2: the token is a marker, the fingerprint field the epoch
+    const std::int64_t freed_bits = kVerifyFreed | (prev_reachable && prev_hash != expected_chain ? kVerifyChainHash : 0) |
+                                    (position != e.expected_position ? kVerifyPosition : 0);
+    ring.push(t.kernel_kind, e.slot, position, token, e.expected_token, prev_hash, real_kv_hash, freed_bits);
+    return;
+  }
   const std::int64_t bits = (prev_reachable && prev_hash != expected_chain ? kVerifyChainHash : 0) |
                             (e.expected_token != -1 && token != e.expected_token ? kVerifyToken : 0) |
                             (position != e.expected_position ? kVerifyPosition : 0) |
@@ -82,6 +91,7 @@ struct VerifyFunctor {
   int num_targets;
   DeviceRing<MemorySpace> ring;
   bool check_expected_token;
+  VerifyChecks checks;
 
   KOKKOS_INLINE_FUNCTION void operator()(const std::int64_t i) const {
     // Every target counts as one verify call (SPEC-CANARY §5 steps 1-2), so one call over K and V
@@ -100,7 +110,7 @@ struct VerifyFunctor {
     const std::int64_t active = plan.active(num_valid);
     if (i == 0) ring.add_runs(active * num_targets, num_targets);
     if (i >= active) return;
-    for (int t = 0; t < num_targets; ++t) verify_entry(targets[t], ring, e);
+    for (int t = 0; t < num_targets; ++t) verify_entry(targets[t], ring, e, checks);
   }
 };
 

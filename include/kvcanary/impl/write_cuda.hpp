@@ -46,9 +46,48 @@ struct alignas(16) ChainInput {
   std::int64_t token, position;
 };
 
+// How the walk computes record_hash (SPEC-CANARY §2; the same 64 bits either way). The chain runs on the
+// vector datapath, where its dependent 64-bit multiplies set the pace (docs/perf-notes.md, "The chain
+// floor"):
+// * PlainMultiply: `x * c` in C++ (IMAD, IMAD.WIDE.U32, IMAD, IADD on the chain);
+// * SplitMultiply (the default): the high word as mul.hi(lo, c_lo) + hi * c_lo + lo * c_hi in PTX, which
+//   ptxas schedules as IMAD, IMAD.WIDE.U32 with the first product as its addend, IMAD: 97.6 ns per mix3
+//   step against 101.1 for one thread's chain on the H200 (docs/perf/h26/chain_formulations.h200.txt).
+struct PlainMultiply {
+  static __device__ __forceinline__ std::int64_t record_hash(std::int64_t prev, std::int64_t token, std::int64_t position) {
+    return Impl::record_hash(prev, token, position);
+  }
+};
+
+struct SplitMultiply {
+  static __device__ __forceinline__ std::uint64_t multiply(std::uint64_t x, std::uint64_t c) {
+    const auto lo = static_cast<std::uint32_t>(x), hi = static_cast<std::uint32_t>(x >> 32);
+    const auto c_lo = static_cast<std::uint32_t>(c), c_hi = static_cast<std::uint32_t>(c >> 32);
+    std::uint32_t high, low;
+    asm("{.reg .u32 t1, t2, w;\n\t"
+        "mul.lo.u32 t1, %2, %4;\n\t"
+        "mul.lo.u32 t2, %3, %5;\n\t"
+        "mul.hi.u32 w, %3, %4;\n\t"
+        "mul.lo.u32 %1, %3, %4;\n\t"
+        "add.u32 w, w, t1;\n\t"
+        "add.u32 %0, w, t2;}"
+        : "=r"(high), "=r"(low)
+        : "r"(hi), "r"(lo), "r"(c_lo), "r"(c_hi));
+    return (static_cast<std::uint64_t>(high) << 32) | low;
+  }
+  static __device__ __forceinline__ std::uint64_t splitmix64(std::uint64_t x) {
+    x = multiply(x ^ (x >> 30), 0xBF58476D1CE4E5B9ull);
+    x = multiply(x ^ (x >> 27), 0x94D049BB133111EBull);
+    return x ^ (x >> 31);
+  }
+  static __device__ __forceinline__ std::int64_t record_hash(std::int64_t prev, std::int64_t token, std::int64_t position) {
+    return as_int64(splitmix64(splitmix64(splitmix64(as_uint64(prev)) ^ as_uint64(token)) ^ as_uint64(position)));
+  }
+};
+
 // The chain over one chunk. Every lane runs it; `before` gets the state before token `lane`.
 // kAllStored: the chunk holds 32 tokens and all are stored (the prefill case), so no select is needed.
-template <bool kAllStored>
+template <bool kAllStored, class Hash>
 __device__ __forceinline__ void walk_chunk(const ChainInput* stage, unsigned stored_mask, int count, int lane,
                                            ChainState& chain, ChainState& before) {
   if (kAllStored) {
@@ -56,7 +95,7 @@ __device__ __forceinline__ void walk_chunk(const ChainInput* stage, unsigned sto
     for (int j = 0; j < kLanes; ++j) {
       const ChainInput t = stage[j];
       if (j == lane) before = chain;
-      chain.running = record_hash(chain.running, t.token, t.position);
+      chain.running = Hash::record_hash(chain.running, t.token, t.position);
       chain.prev_position = as_uint64(t.position);
     }
   } else {
@@ -64,7 +103,7 @@ __device__ __forceinline__ void walk_chunk(const ChainInput* stage, unsigned sto
       const ChainInput t = stage[j];
       if (j == lane) before = chain;
       if ((stored_mask >> j) & 1u) {
-        chain.running = record_hash(chain.running, t.token, t.position);
+        chain.running = Hash::record_hash(chain.running, t.token, t.position);
         chain.prev_position = as_uint64(t.position);
       }
     }
@@ -74,22 +113,22 @@ __device__ __forceinline__ void walk_chunk(const ChainInput* stage, unsigned sto
 
 // write_request of WriteFunctor (write_portable.hpp) for a warp: the same reads, rows and stores, in
 // every target; a target that shares its leader's walk (TargetChains) takes the leader's states. The
-// loops over targets run to the constant kMaxWriteTargets so that they unroll and keep the states in
-// registers.
-template <class Functor>
+// loops over targets run to the functor's constant kTargets, unrolled, the states in registers.
+template <class Hash, class Functor>
 __device__ std::int64_t write_request(const Functor& f, ChainInput* stage, int lane, const WriteRequest& q) {
   if (q.begin >= q.end) return 0;  // nothing at all, seed included
   const std::int64_t begin = q.begin, stop = f.stop(q);
   // begin < stop <= num_tokens: begin + lane cannot overflow, whatever the offsets hold.
   WriteToken mine = begin >= 0 && begin < stop ? f.own_token(begin + lane, stop) : WriteToken{};
-  TargetChains c = f.start_targets(q, lane);
+  auto c = f.start_targets(q, lane);
+  constexpr int kTargets = Functor::kTargetCount;
   // Every lane has read the seeds before any lane stores (a request whose seed is one of its targets).
   __syncwarp();
   if (begin < 0) {
     if (lane == 0)
 #pragma unroll
-      for (int t = 0; t < kMaxWriteTargets; ++t)
-        if (t < f.num_targets) f.push_outside_tokens(t, begin, c.chain[t].running);
+      for (int t = 0; t < kTargets; ++t)
+        if (t < f.target_count()) f.push_outside_tokens(t, begin, c.chain[t].running);
     return 0;
   }
   for (std::int64_t base = begin; base < stop; base += kLanes) {
@@ -100,11 +139,11 @@ __device__ std::int64_t write_request(const Functor& f, ChainInput* stage, int l
     const unsigned same_slot = __match_any_sync(kAllLanes, mine.slot);
     stage[lane] = ChainInput{mine.token, mine.position};
     __syncwarp();
-    ChainState before[kMaxWriteTargets];
-    unsigned stored_mask[kMaxWriteTargets];
+    ChainState before[kTargets];
+    unsigned stored_mask[kTargets];
 #pragma unroll
-    for (int t = 0; t < kMaxWriteTargets; ++t) {
-      if (t >= f.num_targets) continue;
+    for (int t = 0; t < kTargets; ++t) {
+      if (t >= f.target_count()) continue;
       if (c.leader[t] != t) {  // walked already, by an earlier target
 #pragma unroll
         for (int u = 0; u < t; ++u)
@@ -119,16 +158,16 @@ __device__ std::int64_t write_request(const Functor& f, ChainInput* stage, int l
       stored_mask[t] = __ballot_sync(kAllLanes, lane < count && mine.slot >= 0 && mine.slot < n);
       before[t] = c.chain[t];
       if (stored_mask[t] == kAllLanes)
-        walk_chunk<true>(stage, stored_mask[t], count, lane, c.chain[t], before[t]);
+        walk_chunk<true, Hash>(stage, stored_mask[t], count, lane, c.chain[t], before[t]);
       else
-        walk_chunk<false>(stage, stored_mask[t], count, lane, c.chain[t], before[t]);
+        walk_chunk<false, Hash>(stage, stored_mask[t], count, lane, c.chain[t], before[t]);
     }
     // A later token of the chunk that stores into my slot: its record is the one kept.
     const unsigned later_lanes = lane == kLanes - 1 ? 0u : kAllLanes << (lane + 1);
     if (lane < count) {
 #pragma unroll
-      for (int t = 0; t < kMaxWriteTargets; ++t) {
-        if (t >= f.num_targets) continue;
+      for (int t = 0; t < kTargets; ++t) {
+        if (t >= f.target_count()) continue;
         const bool overwritten = (same_slot & stored_mask[t] & later_lanes) != 0u;
         f.store_token(t, mine, before[t], c.position_assert[t], !overwritten);
       }
@@ -142,19 +181,19 @@ __device__ std::int64_t write_request(const Functor& f, ChainInput* stage, int l
 }
 
 // Warp w of the grid writes requests w, w + warps, ... (read as the portable kernel reads them); one add of the tokens stored per block, one kernel run per call.
-template <class Functor>
+template <class Functor, class Hash>
 __global__ void __launch_bounds__(kMaxThreads) write_kernel(const Functor f) {
   __shared__ ChainInput stage[kMaxWarps][kLanes];
   __shared__ std::int64_t stored_by_warp[kMaxWarps];
   const int lane = static_cast<int>(threadIdx.x) % kLanes, warp = static_cast<int>(threadIdx.x) / kLanes;
   const int block_warps = static_cast<int>(blockDim.x) / kLanes;
-  if (blockIdx.x == 0 && threadIdx.x == 0) f.ring.add_runs(0, f.num_targets);  // every call and target
+  if (blockIdx.x == 0 && threadIdx.x == 0) f.ring.add_runs(0, f.target_count());  // every call and target
   std::int64_t stored = 0;
   const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * block_warps;
   for (std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * block_warps + warp; r < f.plan.capacity(); r += warps) {
     const WriteRequest q = f.request(r);
     if (!q.active) break;
-    stored += write_request(f, stage[warp], lane, q);
+    stored += write_request<Hash>(f, stage[warp], lane, q);
   }
   if (lane == 0) stored_by_warp[warp] = stored;
   __syncthreads();
@@ -166,10 +205,11 @@ __global__ void __launch_bounds__(kMaxThreads) write_kernel(const Functor f) {
 }
 
 // Blocks of kMaxThreads that fit on the device at once (blocks of one warp fit at least as many).
-template <class Functor>
+template <class Functor, class Hash>
 int resident_write_blocks(int device) {
   static PerDevice cache;
-  return cache.get(device, [device] { return CudaPersistent::resident_blocks(write_kernel<Functor>, kMaxThreads, device); });
+  return cache.get(device,
+                   [device] { return CudaPersistent::resident_blocks(write_kernel<Functor, Hash>, kMaxThreads, device); });
 }
 
 }  // namespace CudaWrite
@@ -179,18 +219,19 @@ struct WriteBackend<Kokkos::Cuda> {
   static constexpr bool has_cuda = true;
 
   // Launches the write on `space`'s stream and returns true, or launches nothing and returns false.
-  template <class Functor>
+  // `Hash`: how the walk multiplies (the perf tests time both).
+  template <class Functor, class Hash = CudaWrite::SplitMultiply>
   static bool write(const Kokkos::Cuda& space, const Functor& functor) {
     static_assert(sizeof(Functor) < kMaxKernelArgumentBytes, "kvcanary: kernel arguments must stay small");
     const int device = space.cuda_device();
     if (!CudaPersistent::is_current_device(device)) return false;
-    const int resident = CudaWrite::resident_write_blocks<Functor>(device);
+    const int resident = CudaWrite::resident_write_blocks<Functor, Hash>(device);
     const int sms = CudaPersistent::sm_count(device);
     if (resident <= 0 || sms <= 0) return false;
     const std::int64_t requests = functor.plan.capacity();
     const int warps = requests <= sms ? 1 : CudaWrite::kMaxWarps;
     Kokkos::Profiling::pushRegion("kvcanary::write[cuda]");
-    CudaWrite::write_kernel<Functor>
+    CudaWrite::write_kernel<Functor, Hash>
         <<<CudaPersistent::capped_blocks(requests, warps, resident), CudaWrite::kLanes * warps, 0, space.cuda_stream()>>>(
             functor);
     Kokkos::Profiling::popRegion();

@@ -103,21 +103,31 @@ struct WriteTargetDevice {
 // skipped, the same hashes), so it takes that target's states instead of walking again. K and V buffers
 // stamped by the same calls agree on every seed; a buffer that does not (a corrupted seed record, a
 // buffer of another size) gets its own walk.
+template <int kTargets>
 struct TargetChains {
-  ChainState chain[kMaxWriteTargets];
-  bool position_assert[kMaxWriteTargets] = {};
-  int leader[kMaxWriteTargets] = {};
+  ChainState chain[kTargets];
+  bool position_assert[kTargets] = {};
+  int leader[kTargets] = {};
 };
 
-template <class ExecutionSpace, class MemorySpace, class Index>
+// kTargets: room for that many targets, known to the compiler, so that every loop over targets unrolls
+// and the per-target states stay in registers (a run-time count in arrays of 4 cost the CUDA write
+// 10% and the portable one 41% on one buffer: local memory and 190 registers, docs/perf-notes.md). The
+// host picks 1, 2 or kMaxWriteTargets; only the last reads a run-time count (3 or 4).
+template <class ExecutionSpace, class MemorySpace, class Index, int kTargets = 1>
 struct WriteFunctor {
   using member_type = typename Kokkos::TeamPolicy<ExecutionSpace>::member_type;
+  static_assert(kTargets >= 1 && kTargets <= kMaxWriteTargets, "kvcanary: 1 to kMaxWriteTargets targets");
+  static constexpr int kTargetCount = kTargets;
 
   DeviceWritePlan<MemorySpace> plan;
   DeviceStepTokens<MemorySpace, Index> tokens;
-  WriteTargetDevice<MemorySpace> targets[kMaxWriteTargets];
-  int num_targets = 1;
+  WriteTargetDevice<MemorySpace> targets[kTargets];
+  int num_targets = kTargets;  // <= kTargets; read only when kTargets > 2
   DeviceRing<MemorySpace> ring;
+
+  // The targets of this call: a constant for 1 and 2.
+  KOKKOS_INLINE_FUNCTION int target_count() const { return kTargets <= 2 ? kTargets : num_targets; }
 
   KOKKOS_INLINE_FUNCTION WriteToken token_at(std::int64_t i) const {
     return WriteToken{static_cast<std::int64_t>(tokens.out_cache_loc(i)), static_cast<std::int64_t>(tokens.input_ids(i)),
@@ -165,13 +175,11 @@ struct WriteFunctor {
     return start;
   }
 
-  // Every target's start, and the earlier target each one shares its walk with (itself when none). The
-  // loops run to the constant kMaxWriteTargets so that a GPU compiler unrolls them and keeps the arrays
-  // in registers.
-  KOKKOS_INLINE_FUNCTION TargetChains start_targets(const WriteRequest& q, int lane) const {
-    TargetChains c;
-    for (int t = 0; t < kMaxWriteTargets; ++t) {
-      if (t >= num_targets) continue;
+  // Every target's start, and the earlier target each one shares its walk with (itself when none).
+  KOKKOS_INLINE_FUNCTION TargetChains<kTargets> start_targets(const WriteRequest& q, int lane) const {
+    TargetChains<kTargets> c;
+    for (int t = 0; t < kTargets; ++t) {
+      if (t >= target_count()) continue;
       const RequestStart start = start_request(q, t, lane);
       c.chain[t] = start.chain;
       c.position_assert[t] = start.position_assert;
@@ -191,25 +199,25 @@ struct WriteFunctor {
   KOKKOS_INLINE_FUNCTION void push_outside_tokens(int t, std::int64_t index, std::int64_t running) const {
     ring.push(targets[t].kind, index, -1, -1, -1, running, -1, kOutOfRange);
   }
-  KOKKOS_INLINE_FUNCTION void end_request(const WriteRequest& q, int lane, const TargetChains& c) const {
+  KOKKOS_INLINE_FUNCTION void end_request(const WriteRequest& q, int lane, const TargetChains<kTargets>& c) const {
     if (q.end > tokens.num_tokens && lane == 0)
-      for (int t = 0; t < kMaxWriteTargets; ++t)
-        if (t < num_targets)
+      for (int t = 0; t < kTargets; ++t)
+        if (t < target_count())
           push_outside_tokens(t, q.begin > tokens.num_tokens ? q.begin : tokens.num_tokens, c.chain[t].running);
   }
 
   // The tokens stored in every target by a request whose chains are `c`.
-  KOKKOS_INLINE_FUNCTION std::int64_t stored(const TargetChains& c) const {
+  KOKKOS_INLINE_FUNCTION std::int64_t stored(const TargetChains<kTargets>& c) const {
     std::int64_t total = 0;
-    for (int t = 0; t < kMaxWriteTargets; ++t)
-      if (t < num_targets) total += c.chain[t].stored;
+    for (int t = 0; t < kTargets; ++t)
+      if (t < target_count()) total += c.chain[t].stored;
     return total;
   }
 
   KOKKOS_INLINE_FUNCTION void operator()(const member_type& team) const {
     const int lane = team.team_rank();
     // Every call, even with nothing to write; each target counts as one call.
-    if (team.league_rank() == 0 && lane == 0) ring.add_runs(0, num_targets);
+    if (team.league_rank() == 0 && lane == 0) ring.add_runs(0, target_count());
     std::int64_t stored = 0;
     for (std::int64_t r = team.league_rank(); r < plan.capacity(); r += team.league_size()) {
       const WriteRequest q = request(r);
@@ -228,24 +236,24 @@ struct WriteFunctor {
     // The lane's first token loads beside the seeds' records: the reads in flight at once, one wait.
     // (begin < stop <= num_tokens: begin + lane cannot overflow, whatever the offsets hold.)
     WriteToken mine = begin >= 0 && begin < stop ? own_token(begin + lane, stop) : WriteToken{};
-    TargetChains c = start_targets(q, lane);
+    TargetChains<kTargets> c = start_targets(q, lane);
     // Every lane has read the seeds before any stores: a request whose seed is one of its own targets
     // chains to the seed's old record, as one thread walking the tokens in order would.
     team.team_barrier();
     if (begin < 0) {
       if (lane == 0)
-        for (int t = 0; t < kMaxWriteTargets; ++t)
-          if (t < num_targets) push_outside_tokens(t, begin, c.chain[t].running);
+        for (int t = 0; t < kTargets; ++t)
+          if (t < target_count()) push_outside_tokens(t, begin, c.chain[t].running);
       return 0;
     }
     for (std::int64_t base = begin; base < stop; base += lanes) {
       const std::int64_t count = stop - base < lanes ? stop - base : lanes;
       // The next chunk's own token, loaded now and used after this chunk's chain.
       const WriteToken next = own_token(base + lanes + lane, stop);
-      ChainState before[kMaxWriteTargets];
+      ChainState before[kTargets];
       bool overwritten = false;  // a later token of the chunk targets my slot: its record is the one kept
-      for (int t = 0; t < kMaxWriteTargets; ++t) {
-        if (t >= num_targets) continue;
+      for (int t = 0; t < kTargets; ++t) {
+        if (t >= target_count()) continue;
         if (c.leader[t] != t) {  // walked already, by the leader of its class (an earlier target)
           for (int u = 0; u < t; ++u)
             if (c.leader[t] == u) {
@@ -258,8 +266,8 @@ struct WriteFunctor {
         overwritten = walk_chunk(base, count, lane, mine.slot, targets[t].buffer.num_slots, c.chain[t], before[t]);
       }
       if (lane < count)
-        for (int t = 0; t < kMaxWriteTargets; ++t)
-          if (t < num_targets) store_token(t, mine, before[t], c.position_assert[t], !overwritten);
+        for (int t = 0; t < kTargets; ++t)
+          if (t < target_count()) store_token(t, mine, before[t], c.position_assert[t], !overwritten);
       mine = next;
       // The chunk's stores land before the next chunk's: a slot written twice in one request keeps the
       // later token, as one thread walking the tokens in order would (and the reference does).
@@ -318,10 +326,10 @@ struct WriteFunctor {
 };
 
 // `lanes`: TeamShape::write_lanes() in write(); the tests run other widths too.
-template <class ExecutionSpace, class MemorySpace, class Index>
-void launch_write_portable(const ExecutionSpace& space, const WriteFunctor<ExecutionSpace, MemorySpace, Index>& functor,
-                           int lanes) {
-  using Functor = WriteFunctor<ExecutionSpace, MemorySpace, Index>;
+template <class ExecutionSpace, class MemorySpace, class Index, int kTargets>
+void launch_write_portable(const ExecutionSpace& space,
+                           const WriteFunctor<ExecutionSpace, MemorySpace, Index, kTargets>& functor, int lanes) {
+  using Functor = WriteFunctor<ExecutionSpace, MemorySpace, Index, kTargets>;
   static_assert(sizeof(Functor) < kMaxKernelArgumentBytes, "kvcanary: kernel arguments must stay small");
   // A team per request up to a league that fills the machine many times over; teams then stride.
   constexpr std::int64_t kMaxLeague = 65535;

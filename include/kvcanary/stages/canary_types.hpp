@@ -58,7 +58,16 @@ enum FailReason : std::int64_t {
   kWritePosition = 16,
   kVerifyToken = 32,
   kOutOfRange = 64,  // this project's addition: an index handed to a stage points outside its array
+  // Canary v2 (SPEC-CANARY §11):
+  kVerifyFreed = 128,        // verify read a FREED record (a read after free, before reuse)
+  kVerifySlotZero = 256,     // a live position of the plan maps to slot 0, the padding slot
+  kMetadataMismatch = 512,   // the attention backend's own page metadata disagrees with req_to_token
+  kPaddingSlotKv = 1024,     // the padding slot's real-KV bytes are not the ones the engine declared
 };
+
+// SPEC-CANARY §11.2: the token of a FREED record, "FREED" in ASCII negated (outside int32, so no int32
+// token array can store it).
+constexpr std::int64_t kFreedToken = -0x4652454544LL;
 
 // A canary record: four int64 (SPEC-CANARY §1), 32 bytes, in this order.
 enum RecordField : int { kToken = 0, kPosition = 1, kPrevHash = 2, kRealKvHash = 3 };
@@ -142,9 +151,18 @@ struct VerifyTarget {
 };
 constexpr int kMaxVerifyTargets = 4;
 
+// The checks of SPEC-CANARY §11 that verify() runs. Both are on by default: cheap, and they never fire
+// on a correct engine. v1() turns them off: §5 exactly as the original system wrote it.
+struct VerifyChecks {
+  bool slot_zero = true;  // §11.3: an entry of slot 0 (a live position on the padding slot) -> bit 256
+  bool freed = true;      // §11.2: a FREED record read -> bit 128
+  static constexpr VerifyChecks v1() { return VerifyChecks{false, false}; }
+};
+
 struct VerifyOptions {
   bool check_expected_token = true;
   CanaryAlgorithm algorithm = CanaryAlgorithm::Default;
+  VerifyChecks checks = VerifyChecks{};
 };
 
 // The step's flat token arrays (SPEC-CANARY §4), all of one length num_tokens. Index is std::int64_t or
@@ -191,11 +209,12 @@ struct WriteCallOptions {
 };
 
 // ---- allocation helpers: labelled, once, up front (they initialize on `space`, which does not wait) ----
+// A negative size throws std::invalid_argument naming the helper, the argument and the value.
 
 template <class ExecutionSpace, class MemorySpace = typename ExecutionSpace::memory_space>
 CanaryBuffer<MemorySpace> allocate_canary_buffer(const ExecutionSpace& space, std::int64_t num_slots,
                                                  const std::string& label = "kvcanary::canary_buffer") {
-  const auto n = static_cast<std::size_t>(num_slots < 0 ? 0 : num_slots);
+  const std::size_t n = Impl::allocation_size("allocate_canary_buffer", "num_slots", num_slots);
   Kokkos::View<std::int64_t* [kRecordFields], Kokkos::LayoutRight, MemorySpace> records(
       Kokkos::view_alloc(space, label), n);  // zero-initialised (SPEC-CANARY §1)
   return CanaryBuffer<MemorySpace>{records};
@@ -221,7 +240,7 @@ CanaryBuffer<MemorySpace> wrap_canary_buffer(void* bytes, std::int64_t num_slots
 
 template <class ExecutionSpace, class MemorySpace = typename ExecutionSpace::memory_space>
 ViolationRing<MemorySpace> allocate_violation_ring(const ExecutionSpace& space, std::int64_t capacity) {
-  const auto n = static_cast<std::size_t>(capacity < 0 ? 0 : capacity);
+  const std::size_t n = Impl::allocation_size("allocate_violation_ring", "capacity", capacity);
   ViolationRing<MemorySpace> ring;
   ring.rows = decltype(ring.rows)(Kokkos::view_alloc(space, "kvcanary::ring::rows"), n);
   ring.count = decltype(ring.count)(Kokkos::view_alloc(space, "kvcanary::ring::count"));

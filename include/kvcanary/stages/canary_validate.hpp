@@ -71,6 +71,38 @@ DeviceRealKv device_real_kv(const char* function, const RealKv<MemorySpace>& rea
   return device;
 }
 
+// The bytes [first, last) a 2-D View's elements span (first == last when it has none).
+struct ByteRange {
+  std::uintptr_t first = 0, last = 0;
+  bool overlaps(const ByteRange& other) const {
+    return first < last && other.first < other.last && first < other.last && other.first < last;
+  }
+};
+
+template <class View>
+ByteRange byte_range(const View& view) {
+  if (view.extent(0) == 0 || view.extent(1) == 0 || view.data() == nullptr) return {};
+  const std::size_t span = (view.extent(0) - 1) * view.stride(0) + (view.extent(1) - 1) * view.stride(1) + 1;
+  const auto first = reinterpret_cast<std::uintptr_t>(view.data());
+  return {first, first + span * sizeof(typename View::value_type)};
+}
+
+// A canary buffer inside the bytes of a real-KV source it fingerprints would stamp and then overwrite
+// them (every later verify: bit 4 on every slot): the address ranges must be apart.
+template <class MemorySpace>
+void check_buffer_apart_from_sources(const char* function, const CanaryBuffer<MemorySpace>& buffer,
+                                     const RealKv<MemorySpace>& real_kv) {
+  const ByteRange records = byte_range(buffer.records);
+  for (std::size_t k = 0; k < real_kv.sources.size(); ++k) {
+    const ByteRange bytes = byte_range(real_kv.sources[k].bytes);
+    if (records.overlaps(bytes))
+      throw_invalid_in(function, "the canary buffer's bytes [", reinterpret_cast<const void*>(records.first), ", ",
+                       reinterpret_cast<const void*>(records.last), ") overlap real_kv.sources[", k, "].bytes [",
+                       reinterpret_cast<const void*>(bytes.first), ", ", reinterpret_cast<const void*>(bytes.last),
+                       "): the canary must not live inside the KV bytes it fingerprints");
+  }
+}
+
 }  // namespace Impl
 }  // namespace kvcanary
 

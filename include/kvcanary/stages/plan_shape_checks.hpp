@@ -50,6 +50,12 @@ template <class... Parts>
   throw_invalid_in("plan", parts...);
 }
 
+// The extent an allocation helper makes of its `argument`, which must be >= 0.
+inline std::size_t allocation_size(const char* function, const char* argument, std::int64_t value) {
+  if (value < 0) throw_invalid_in(function, argument, " is ", value, ", must be >= 0");
+  return static_cast<std::size_t>(value);
+}
+
 // Whether a flat array of `size` values is exactly rows x cols, without forming a product that overflows.
 inline bool holds(std::size_t size, std::int64_t rows, std::int64_t cols) {
   if (rows < 0 || cols < 0) return false;

@@ -4,6 +4,8 @@
 // The data of a plan call (SPEC §2–§3): inputs, outputs, status, scratch and options.
 // Every type is a bundle of Kokkos Views in one memory space; copying one copies handles, not data.
 
+#include <kvcanary/stages/plan_shape_checks.hpp>
+
 #include <Kokkos_Core.hpp>
 
 #include <cstdint>
@@ -124,12 +126,22 @@ struct PlanWorkspace {
   }
 };
 
-// ---- allocation helpers: one labelled, uninitialized allocation per View, on `space` ----
+// ---- allocation helpers: one labelled allocation per View, on `space`, once up front ----
+// A negative size is a host error (std::invalid_argument naming the helper, the argument and the value).
+// The plans start in the empty state (every array and scalar 0: enable 0, no entry, no request), so
+// that a verify() or write() before the first plan() does nothing; status and workspace are written by
+// plan() before they are read.
 
 namespace Impl {
 template <class ViewType, class ExecutionSpace, class... Extents>
 ViewType allocate(const ExecutionSpace& space, const std::string& label, Extents... extents) {
   return ViewType(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, label), extents...);
+}
+
+// Zero-filled on `space` (asynchronously: no fence).
+template <class ViewType, class ExecutionSpace, class... Extents>
+ViewType allocate_zeroed(const ExecutionSpace& space, const std::string& label, Extents... extents) {
+  return ViewType(Kokkos::view_alloc(space, label), extents...);
 }
 }  // namespace Impl
 
@@ -137,26 +149,26 @@ template <class ExecutionSpace, class MemorySpace = typename ExecutionSpace::mem
 VerifyPlan<MemorySpace> allocate_verify_plan(const ExecutionSpace& space, std::int64_t verify_capacity) {
   using Array = Kokkos::View<std::int64_t*, MemorySpace>;
   using Scalar = Kokkos::View<std::int32_t, MemorySpace>;
-  const auto n = static_cast<std::size_t>(verify_capacity < 0 ? 0 : verify_capacity);
+  const std::size_t n = Impl::allocation_size("allocate_verify_plan", "verify_capacity", verify_capacity);
   VerifyPlan<MemorySpace> plan;
-  plan.verify_slot_indices = Impl::allocate<Array>(space, "kvcanary::verify_slot_indices", n);
-  plan.verify_expected_tokens = Impl::allocate<Array>(space, "kvcanary::verify_expected_tokens", n);
-  plan.verify_expected_positions = Impl::allocate<Array>(space, "kvcanary::verify_expected_positions", n);
-  plan.verify_prev_slot_indices = Impl::allocate<Array>(space, "kvcanary::verify_prev_slot_indices", n);
-  plan.verify_num_valid = Impl::allocate<Scalar>(space, "kvcanary::verify_num_valid");
-  plan.enable = Impl::allocate<Scalar>(space, "kvcanary::enable");
+  plan.verify_slot_indices = Impl::allocate_zeroed<Array>(space, "kvcanary::verify_slot_indices", n);
+  plan.verify_expected_tokens = Impl::allocate_zeroed<Array>(space, "kvcanary::verify_expected_tokens", n);
+  plan.verify_expected_positions = Impl::allocate_zeroed<Array>(space, "kvcanary::verify_expected_positions", n);
+  plan.verify_prev_slot_indices = Impl::allocate_zeroed<Array>(space, "kvcanary::verify_prev_slot_indices", n);
+  plan.verify_num_valid = Impl::allocate_zeroed<Scalar>(space, "kvcanary::verify_num_valid");
+  plan.enable = Impl::allocate_zeroed<Scalar>(space, "kvcanary::enable");
   return plan;
 }
 
 template <class ExecutionSpace, class MemorySpace = typename ExecutionSpace::memory_space>
 WritePlan<MemorySpace> allocate_write_plan(const ExecutionSpace& space, std::int64_t write_req_capacity) {
   using Array = Kokkos::View<std::int64_t*, MemorySpace>;
-  const auto n = static_cast<std::size_t>(write_req_capacity < 0 ? 0 : write_req_capacity);
+  const std::size_t n = Impl::allocation_size("allocate_write_plan", "write_req_capacity", write_req_capacity);
   WritePlan<MemorySpace> plan;
-  plan.write_offsets = Impl::allocate<Array>(space, "kvcanary::write_offsets", n + 1);
-  plan.write_seed_slot_indices = Impl::allocate<Array>(space, "kvcanary::write_seed_slot_indices", n);
+  plan.write_offsets = Impl::allocate_zeroed<Array>(space, "kvcanary::write_offsets", n + 1);
+  plan.write_seed_slot_indices = Impl::allocate_zeroed<Array>(space, "kvcanary::write_seed_slot_indices", n);
   plan.write_num_valid_reqs =
-      Impl::allocate<Kokkos::View<std::int32_t, MemorySpace>>(space, "kvcanary::write_num_valid_reqs");
+      Impl::allocate_zeroed<Kokkos::View<std::int32_t, MemorySpace>>(space, "kvcanary::write_num_valid_reqs");
   return plan;
 }
 
@@ -172,7 +184,7 @@ PlanStatus<MemorySpace> allocate_plan_status(const ExecutionSpace& space) {
 template <class ExecutionSpace, class MemorySpace = typename ExecutionSpace::memory_space>
 PlanWorkspace<MemorySpace> allocate_plan_workspace(const ExecutionSpace& space, std::int64_t max_batch_size) {
   PlanWorkspace<MemorySpace> workspace;
-  const auto n = static_cast<std::size_t>(max_batch_size < 0 ? 0 : max_batch_size);
+  const std::size_t n = Impl::allocation_size("allocate_plan_workspace", "max_batch_size", max_batch_size);
   workspace.verify_offsets =
       Impl::allocate<Kokkos::View<std::int64_t*, MemorySpace>>(space, "kvcanary::workspace::verify_offsets", n + 1);
   return workspace;

@@ -21,14 +21,18 @@ using reference::RingRow;
 // The §7 line of one row:
 //   kv_canary violation: launch_tag=<TAG> fail_reason=<r1+r2|none> slot_idx=<d> position=<d>
 //   stored_token=<d> expected_token=<d> stored_chain_hash=0x<16 hex> expected_aux=0x<16 hex>
-// (one line). Reason names in bit order; a set bit above OUT_OF_RANGE (a corrupted row) is named
-// `bit<N>` (N = 7..63) in its place in that order, so no bit is ever hidden. A kind outside §1 is UNKNOWN.
+// (one line). Reason names in bit order (§7, then §11's verify_freed ... padding_slot_kv); a set bit above
+// PADDING_SLOT_KV (a corrupted row) is named `bit<N>` (N = 11..63) in its place in that order, so no bit is
+// ever hidden. A kind outside §1 is UNKNOWN.
 std::string format_violation(const RingRow& row);
 
 // The §7 reason names of `bits` joined by '+', in bit order; "none" when 0.
 std::string fail_reason_names(std::int64_t bits);
 
-// A row whose stored_token, position and stored_chain_hash are all 0: a never-written (or wiped) record.
+// A verify-stage row whose stored_token, position and stored_chain_hash are all 0: a never-written (or
+// wiped) record (SPEC-CANARY §7). A row with a write bit (8, 16) or OUT_OF_RANGE (64) comes from a real
+// store or a bad index, and a row with a bit of SPEC-CANARY §11 (128 up to 1024) from a check whose fields
+// are not a record's: never one, whatever its fields hold.
 bool is_never_written(const RingRow& row);
 
 enum class ReportMode { None, Log, Raise };
@@ -36,7 +40,8 @@ enum class ReportMode { None, Log, Raise };
 struct ReportOptions {
   ReportMode mode = ReportMode::Log;
   bool keep_never_written = false;  // keep the rows is_never_written() would drop
-  // Receives each line in Log mode (no trailing newline); empty: each line and a newline go to std::cerr.
+  // Receives each line in Log mode, and the never-written line in Raise mode (no trailing newline);
+  // empty: each line and a newline go to std::cerr.
   std::function<void(const std::string&)> sink;
 };
 
@@ -55,6 +60,7 @@ struct ViolationReport {
   std::int64_t first_row = 0;         // = already_reported
   std::int64_t rows_read = 0;         // rows of the window, before the filter
   std::int64_t dropped = 0;           // never-written rows the filter dropped (0 with keep_never_written)
+  std::vector<std::int64_t> dropped_launch_tags;  // the distinct kernel kinds of the dropped rows, ascending
   std::int64_t slot_run_counter = 0;
   std::int64_t kernel_run_counter = 0;
 
@@ -73,7 +79,12 @@ ViolationReport make_report(const reference::ViolationRing& ring, std::int64_t a
 // "kv_canary violation:", so tools counting violation lines do not count it.
 std::string summary_line(const ViolationReport& report);
 
-// Whether a report has something to raise: a kept row, or violations newly lost to a full ring.
+// SPEC-CANARY §7's line for the rows the never-written filter dropped, e.g.
+// "kv_canary: 2 never-written rows dropped (launch tags HEAD_K_FULL, HEAD_V_FULL)"; "" when none were.
+std::string never_written_line(const ViolationReport& report);
+
+// Whether a report has something to raise: a kept row, or violations newly lost to a full ring (a ring
+// of capacity 0 keeps only the count: those are violations too). Dropped never-written rows alone are not.
 bool has_violations(const ViolationReport& report);
 
 // Thrown by deliver() in Raise mode; carries every kept row and its line.
@@ -88,9 +99,11 @@ class ViolationError : public std::runtime_error {
   ViolationReport report_;
 };
 
-// None: nothing. Log: each line to the sink, then summary_line() when rows were dropped or violations
-// were newly lost to a full ring (so a wiped record or a full ring is never silent). Raise: throws ViolationError when
-// has_violations(report).
+// None: nothing. Log: each line to the sink, then never_written_line() when rows were dropped, then
+// summary_line() when violations were newly lost to a full ring. Raise: never_written_line() to the sink
+// when rows were dropped, then throws ViolationError when has_violations(report). So in Log and Raise
+// modes a wiped record (dropped as never written) or a full ring is never silent (SPEC-CANARY §7). The
+// sink: options.sink, or std::cerr when it is empty.
 void deliver(const ViolationReport& report, const ReportOptions& options);
 
 // {"count": n, "capacity": c, "overflowed": b, "lost_to_overflow": n, "first_row": n, "rows_read": n,

@@ -12,12 +12,15 @@
 //   read_violations() at the step boundary.
 // * Each target counts as one verify call: kernel_run_counter += 1 and, when enable == 1,
 //   slot_run_counter += clamp(verify_num_valid, 0, capacity) per target.
-// * Host-side errors (shapes, strides, sources, kinds) throw std::invalid_argument before any launch.
+// * Host-side errors (shapes, strides, sources, kinds, a canary buffer whose bytes overlap a real-KV
+//   source's) throw std::invalid_argument before any launch.
 // * Work: every active entry folds the real-KV bytes of its slot (16 bytes a source in PARTIAL mode,
 //   read_bytes in ALL), so a call costs active entries x folded bytes per target. Entries may name one
 //   slot many times, each folded again: 2e6 entries of a 4 MiB token fold 8 TB (about 70 min on a host
 //   core). The call does what it is told; bound such inputs before the call (the CLI does:
 //   docs/cli-limits.md).
+// * options.checks (SPEC-CANARY §11, on by default): a plan entry of slot 0 gives a VERIFY_SLOT_ZERO row
+//   (256), a FREED record read gives VERIFY_FREED (128); VerifyChecks::v1() is §5 exactly.
 
 #include <kvcanary/stages/canary_types.hpp>
 #include <kvcanary/stages/canary_validate.hpp>
@@ -63,11 +66,14 @@ void verify_targets(const ExecutionSpace& space, const VerifyPlan<MemorySpace>& 
   functor.num_targets = static_cast<int>(targets.size());
   functor.ring = DeviceRing<MemorySpace>(ring);
   functor.check_expected_token = options.check_expected_token;
+  functor.checks = options.checks;
   for (std::size_t t = 0; t < targets.size(); ++t) {
     check_buffer(kWhere, targets[t].buffer);
     check_kernel_kind(kWhere, targets[t].kernel_kind);
     functor.targets[t].buffer = DeviceBuffer<MemorySpace>(targets[t].buffer);
     functor.targets[t].real_kv = device_real_kv(kWhere, targets[t].real_kv, targets[t].buffer.num_slots());
+    for (std::size_t u = 0; u < targets.size(); ++u)  // no buffer inside any source of the call
+      check_buffer_apart_from_sources(kWhere, targets[t].buffer, targets[u].real_kv);
     functor.targets[t].kernel_kind = static_cast<std::int64_t>(targets[t].kernel_kind);
   }
 

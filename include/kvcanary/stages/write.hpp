@@ -10,7 +10,8 @@
 // * Asynchronous on `space`, with no allocation, no host-device copy and no fence (capturable in a CUDA
 //   graph with plan() and verify()).
 // * kernel_run_counter += 1 per call and per target; slot_run_counter += the tokens stored (in all targets).
-// * Host-side errors (shapes, strides, sources, kinds) throw std::invalid_argument before any launch.
+// * Host-side errors (shapes, strides, sources, kinds, a canary buffer whose bytes overlap a real-KV
+//   source's) throw std::invalid_argument before any launch.
 //   Wrong device data (offsets past the token arrays, slots past the buffer) gives OUT_OF_RANGE rows.
 // * Work: each valid request walks its span [write_offsets[r], write_offsets[r + 1]) of the token arrays,
 //   up to the first index outside them, and folds the real-KV bytes of every token it stores (16 bytes a
@@ -28,6 +29,7 @@
 
 #include <array>
 #include <cstdint>
+#include <stdexcept>
 #include <type_traits>
 #include <vector>
 
@@ -63,11 +65,11 @@ bool records_may_overlap(const CanaryBuffer<MemorySpace>& a, const CanaryBuffer<
 
 // The host checks of write() (std::invalid_argument before anything is launched), then the kernel's
 // arguments. `targets` is any container of size() targets with .buffer, .kernel_kind and .real_kv.
-template <class ExecutionSpace, class MemorySpace, class Index, class Targets>
-WriteFunctor<ExecutionSpace, MemorySpace, Index> checked_write_functor(const WritePlan<MemorySpace>& write_plan,
-                                                                     const StepTokens<MemorySpace, Index>& tokens,
-                                                                     const Targets& targets,
-                                                                     const ViolationRing<MemorySpace>& ring) {
+// kTargets: the functor's room for targets (>= targets.size(); write_with_targets() picks it).
+template <class ExecutionSpace, int kTargets = 1, class MemorySpace, class Index, class Targets>
+WriteFunctor<ExecutionSpace, MemorySpace, Index, kTargets> checked_write_functor(
+    const WritePlan<MemorySpace>& write_plan, const StepTokens<MemorySpace, Index>& tokens, const Targets& targets,
+    const ViolationRing<MemorySpace>& ring) {
   static_assert(Kokkos::is_execution_space<ExecutionSpace>::value,
                 "kvcanary::write: the first argument must be a Kokkos execution space instance");
   static_assert(Kokkos::SpaceAccessibility<ExecutionSpace, MemorySpace>::accessible,
@@ -92,9 +94,11 @@ WriteFunctor<ExecutionSpace, MemorySpace, Index> checked_write_functor(const Wri
   if (write_plan.write_num_valid_reqs.data() == nullptr) throw_invalid_in(kWhere, "write_num_valid_reqs is not allocated");
   if (targets.size() == 0 || targets.size() > static_cast<std::size_t>(kMaxWriteTargets))
     throw_invalid_in(kWhere, "got ", targets.size(), " canary buffers, must be 1 to ", kMaxWriteTargets);
+  if (targets.size() > static_cast<std::size_t>(kTargets))
+    throw std::logic_error("kvcanary::write: a functor for fewer targets than given (internal error)");
   check_ring(kWhere, ring);
 
-  WriteFunctor<ExecutionSpace, MemorySpace, Index> functor{};
+  WriteFunctor<ExecutionSpace, MemorySpace, Index, kTargets> functor{};
   functor.plan = DeviceWritePlan<MemorySpace>(write_plan);
   functor.tokens = DeviceStepTokens<MemorySpace, Index>(tokens);
   functor.num_targets = static_cast<int>(targets.size());
@@ -109,6 +113,8 @@ WriteFunctor<ExecutionSpace, MemorySpace, Index> checked_write_functor(const Wri
     functor.targets[t].buffer = DeviceBuffer<MemorySpace>(targets[t].buffer);
     functor.targets[t].real_kv = device_real_kv(kWhere, targets[t].real_kv, targets[t].buffer.num_slots());
     functor.targets[t].kind = static_cast<std::int64_t>(targets[t].kernel_kind);
+    for (std::size_t u = 0; u < targets.size(); ++u)  // no buffer inside any source of the call
+      check_buffer_apart_from_sources(kWhere, targets[t].buffer, targets[u].real_kv);
   }
   return functor;
 }
@@ -127,16 +133,30 @@ void launch_write(const ExecutionSpace& space, const Functor& functor, CanaryAlg
   Kokkos::Profiling::popRegion();
 }
 
+// Calls launch(functor) with the checked functor whose room for targets fits targets.size(): 1, 2 or
+// kMaxWriteTargets (one kernel each; the count is checked before any is built).
+template <class ExecutionSpace, class MemorySpace, class Index, class Targets, class Launch>
+void with_write_functor(const WritePlan<MemorySpace>& write_plan, const StepTokens<MemorySpace, Index>& tokens,
+                        const Targets& targets, const ViolationRing<MemorySpace>& ring, Launch&& launch) {
+  if (targets.size() == 1)
+    launch(checked_write_functor<ExecutionSpace, 1>(write_plan, tokens, targets, ring));
+  else if (targets.size() == 2)
+    launch(checked_write_functor<ExecutionSpace, 2>(write_plan, tokens, targets, ring));
+  else
+    launch(checked_write_functor<ExecutionSpace, kMaxWriteTargets>(write_plan, tokens, targets, ring));
+}
+
 // The portable kernel with `lanes` threads per request (impl/write_portable.hpp); the tests run several
 // widths.
 template <class ExecutionSpace, class MemorySpace, class Index, class Targets>
 void write_with_lanes(const ExecutionSpace& space, const WritePlan<MemorySpace>& write_plan,
                       const StepTokens<MemorySpace, Index>& tokens, const Targets& targets,
                       const ViolationRing<MemorySpace>& ring, int lanes) {
-  const auto functor = checked_write_functor<ExecutionSpace>(write_plan, tokens, targets, ring);
-  Kokkos::Profiling::pushRegion("kvcanary::write");
-  launch_write_portable(space, functor, lanes);
-  Kokkos::Profiling::popRegion();
+  with_write_functor<ExecutionSpace>(write_plan, tokens, targets, ring, [&](const auto& functor) {
+    Kokkos::Profiling::pushRegion("kvcanary::write");
+    launch_write_portable(space, functor, lanes);
+    Kokkos::Profiling::popRegion();
+  });
 }
 
 }  // namespace Impl
@@ -149,8 +169,8 @@ template <class ExecutionSpace, class MemorySpace, class Index>
 void write(const ExecutionSpace& space, const WritePlan<MemorySpace>& write_plan,
            const StepTokens<MemorySpace, Index>& tokens, const std::vector<WriteTarget<MemorySpace>>& targets,
            const ViolationRing<MemorySpace>& ring, const WriteCallOptions& options = WriteCallOptions{}) {
-  const auto functor = Impl::checked_write_functor<ExecutionSpace>(write_plan, tokens, targets, ring);
-  Impl::launch_write(space, functor, options.algorithm);
+  Impl::with_write_functor<ExecutionSpace>(write_plan, tokens, targets, ring,
+                                           [&](const auto& functor) { Impl::launch_write(space, functor, options.algorithm); });
 }
 
 // One canary buffer.

@@ -136,9 +136,17 @@ StepTokens<MemorySpace, Index> upload_step_tokens(const ExecutionSpace& space, c
   return tokens;
 }
 
-// A device VerifyPlan / WritePlan holding the plan arrays and scalars of `host`.
+// A device VerifyPlan / WritePlan holding the plan arrays and scalars of `host`. upload_verify_plan throws
+// std::invalid_argument, before anything is allocated, when the four verify arrays differ in length.
 template <class ExecutionSpace, class MemorySpace = typename ExecutionSpace::memory_space>
 VerifyPlan<MemorySpace> upload_verify_plan(const ExecutionSpace& space, const reference::Outputs& host) {
+  const std::size_t capacity = host.verify_slot_indices.size();
+  const auto same = [&](const char* name, const std::vector<std::int64_t>& values) {
+    Impl::check_same_extent("upload_verify_plan", name, values.size(), "verify_slot_indices", capacity);
+  };
+  same("verify_expected_tokens", host.verify_expected_tokens);
+  same("verify_expected_positions", host.verify_expected_positions);
+  same("verify_prev_slot_indices", host.verify_prev_slot_indices);
   VerifyPlan<MemorySpace> plan = allocate_verify_plan(space, static_cast<std::int64_t>(host.verify_slot_indices.size()));
   Impl::copy_into(space, plan.verify_slot_indices, host.verify_slot_indices);
   Impl::copy_into(space, plan.verify_expected_tokens, host.verify_expected_tokens);
@@ -207,21 +215,33 @@ void write_host_data(const ExecutionSpace& space, const reference::Outputs& plan
   write_host_data(space, plan, tokens, {&buffer}, {kernel_kind}, {&real_kv}, ring, algorithm, layout);
 }
 
-// verify() on host data over one or more buffers sharing the plan; the ring is written back.
+// verify() on host data over one or more buffers sharing the plan, with the checks of SPEC-CANARY §11;
+// the ring is written back.
 template <class ExecutionSpace>
 void verify_host_data(const ExecutionSpace& space, const reference::Outputs& plan,
                       const std::vector<const reference::CanaryBuffer*>& buffers, const std::vector<KernelKind>& kinds,
                       const std::vector<const reference::RealKv*>& real_kvs, bool check_expected_token,
-                      reference::ViolationRing& ring, CanaryAlgorithm algorithm = CanaryAlgorithm::Default,
-                      const HostDataLayout& layout = HostDataLayout{}) {
+                      const VerifyChecks& checks, reference::ViolationRing& ring,
+                      CanaryAlgorithm algorithm = CanaryAlgorithm::Default, const HostDataLayout& layout = HostDataLayout{}) {
   using MemorySpace = typename ExecutionSpace::memory_space;
   std::vector<VerifyTarget<MemorySpace>> targets;
   for (std::size_t t = 0; t < buffers.size(); ++t)
     targets.push_back({upload_canary_buffer(space, *buffers[t], layout.stride_bytes), kinds.at(t),
                        upload_real_kv(space, *real_kvs.at(t))});
   const ViolationRing<MemorySpace> device_ring = upload_violation_ring(space, ring);
-  verify(space, upload_verify_plan(space, plan), targets, device_ring, VerifyOptions{check_expected_token, algorithm});
+  verify(space, upload_verify_plan(space, plan), targets, device_ring, VerifyOptions{check_expected_token, algorithm, checks});
   ring = download_violation_ring(space, device_ring);
+}
+
+// The same with VerifyChecks::v1(): §5 as the original system wrote it (as reference::verify without checks).
+template <class ExecutionSpace>
+void verify_host_data(const ExecutionSpace& space, const reference::Outputs& plan,
+                      const std::vector<const reference::CanaryBuffer*>& buffers, const std::vector<KernelKind>& kinds,
+                      const std::vector<const reference::RealKv*>& real_kvs, bool check_expected_token,
+                      reference::ViolationRing& ring, CanaryAlgorithm algorithm = CanaryAlgorithm::Default,
+                      const HostDataLayout& layout = HostDataLayout{}) {
+  verify_host_data(space, plan, buffers, kinds, real_kvs, check_expected_token, VerifyChecks::v1(), ring, algorithm,
+                   layout);
 }
 
 }  // namespace kvcanary

@@ -61,6 +61,13 @@ void copy_scalar_out(const ExecutionSpace& space, const View& device, T& value) 
   Kokkos::deep_copy(space, host, device);
 }
 
+// Throws std::invalid_argument ("kvcanary::<function>: <name> has N entries but <what> has M") unless the
+// host array and the device array have one extent: checked before any copy, never inside Kokkos.
+inline void check_same_extent(const char* function, const char* name, std::size_t host, const char* what,
+                              std::size_t device) {
+  if (host != device) throw_invalid_in(function, name, " has ", host, " entries but ", what, " has ", device);
+}
+
 }  // namespace Impl
 
 // Device copies of host inputs (the shapes are carried over as they are, valid or not).
@@ -88,12 +95,22 @@ PlanInputs<MemorySpace> upload_inputs(const ExecutionSpace& space, const referen
   return in;
 }
 
-// Every output of the plan (arrays and scalars) set to the host values, e.g. to poison it.
+// Every output of the plan (arrays and scalars) set to the host values, e.g. to poison it. Throws
+// std::invalid_argument, having copied nothing, when a host array's length is not its device array's.
 template <class ExecutionSpace, class MemorySpace>
 void upload_outputs(const ExecutionSpace& space, const reference::Outputs& host, const VerifyPlan<MemorySpace>& v,
                     const WritePlan<MemorySpace>& w, const PlanStatus<MemorySpace>& s) {
   using Impl::copy_into;
   using Impl::copy_scalar_into;
+  const auto same = [](const char* name, const std::vector<std::int64_t>& host, const auto& device) {
+    Impl::check_same_extent("upload_outputs", name, host.size(), "the device array", device.extent(0));
+  };
+  same("verify_slot_indices", host.verify_slot_indices, v.verify_slot_indices);
+  same("verify_expected_tokens", host.verify_expected_tokens, v.verify_expected_tokens);
+  same("verify_expected_positions", host.verify_expected_positions, v.verify_expected_positions);
+  same("verify_prev_slot_indices", host.verify_prev_slot_indices, v.verify_prev_slot_indices);
+  same("write_offsets", host.write_offsets, w.write_offsets);
+  same("write_seed_slot_indices", host.write_seed_slot_indices, w.write_seed_slot_indices);
   copy_into(space, v.verify_slot_indices, host.verify_slot_indices);
   copy_into(space, v.verify_expected_tokens, host.verify_expected_tokens);
   copy_into(space, v.verify_expected_positions, host.verify_expected_positions);

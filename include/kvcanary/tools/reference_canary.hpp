@@ -7,10 +7,12 @@
 // the enums of canary_types.hpp with the kernels.
 
 #include <kvcanary/stages/canary_types.hpp>
+#include <kvcanary/stages/cross_check_types.hpp>
 #include <kvcanary/tools/reference_plan.hpp>
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -82,10 +84,49 @@ ViolationRing ring_snapshot(const std::int64_t* rows, std::int64_t capacity, std
 void write(const Outputs& plan, const StepTokens& tokens, KernelKind kernel_kind, const RealKv& real_kv,
            CanaryBuffer& buffer, ViolationRing& ring);
 
+// One request r of a checked write() call (SPEC-CANARY §4, steps 2-3), its chain starting from
+// `seed_record` (the seed slot's record as the request reads it; ignored without a seed in range): its
+// rows go to `ring`, each store to `store(slot, record)`, in token order. Returns the tokens stored. The
+// caller has checked the call as write() does; write() is this for every request, in order, with the
+// seed read from the buffer as it stands. (The outcomes SPEC-CANARY §4 leaves open, write_outcomes.hpp,
+// walk requests with other seed reads.)
+std::int64_t write_request(const Outputs& plan, const StepTokens& tokens, KernelKind kernel_kind, const RealKv& real_kv,
+                           std::int64_t num_slots, std::int64_t r, const Record& seed_record, ViolationRing& ring,
+                           const std::function<void(std::int64_t, const Record&)>& store);
+
 // SPEC-CANARY §5: the verify stage, with the VerifyPlan of `plan`; the buffer is only read. Throws
 // std::invalid_argument (ring untouched) on host-side errors.
 void verify(const Outputs& plan, const CanaryBuffer& buffer, KernelKind kernel_kind, const RealKv& real_kv,
             bool check_expected_token, ViolationRing& ring);
+
+// The same with the checks of SPEC-CANARY §11.2-§11.3 (the call above is this one with VerifyChecks::v1():
+// §5 as the original system wrote it).
+void verify(const Outputs& plan, const CanaryBuffer& buffer, KernelKind kernel_kind, const RealKv& real_kv,
+            bool check_expected_token, const VerifyChecks& checks, ViolationRing& ring);
+
+// SPEC-CANARY §11.2: the free stage. Stamps a FREED record (kFreedToken, kept position, kept prev_hash,
+// epoch) into every slot in [0, buffer.size()) of `slots`; negative slots are skipped, larger ones give
+// OUT_OF_RANGE rows. Throws std::invalid_argument (nothing touched) on host-side errors.
+void free(const std::vector<std::int64_t>& slots, std::int64_t epoch, KernelKind kernel_kind, CanaryBuffer& buffer,
+          ViolationRing& ring);
+
+// SPEC-CANARY §11.4: the backend's metadata, host copies (int32 callers widen).
+struct BackendMetadata {
+  MetadataForm form = MetadataForm::Csr;
+  std::int64_t page_size = 1;
+  std::vector<std::int64_t> kv_indptr, kv_indices;  // CSR: [bs + 1], [nnz]
+  std::vector<std::int64_t> block_table;            // dense: row-major [bs, max_blocks]
+  std::int64_t max_blocks = 0;
+  std::vector<std::int64_t> seq_lens;  // dense: [bs]
+};
+
+// SPEC-CANARY §11.4: the cross-check of `metadata` against the plan inputs' req_to_token (and LUT).
+// Throws std::invalid_argument (ring untouched) on host-side errors.
+void cross_check(const Inputs& inputs, const BackendMetadata& metadata, KernelKind kernel_kind, ViolationRing& ring);
+
+// SPEC-CANARY §11.5: fold(0) against the declared value; padding_fold_of_zeros() is the fold of zero bytes.
+void check_padding_slot(const RealKv& real_kv, std::int64_t expected_fold, KernelKind kernel_kind, ViolationRing& ring);
+std::int64_t padding_fold_of_zeros(const RealKv& real_kv);
 
 }  // namespace reference
 }  // namespace kvcanary

@@ -42,8 +42,9 @@ PINNED_FOLD = s64(0x6041580849E6407D)
 KINDS = ["HEAD_K_FULL", "HEAD_V_FULL", "TAIL_K_FULL", "TAIL_V_FULL", "SWEEP_K_FULL", "SWEEP_V_FULL", "HEAD_K_SWA",
          "HEAD_V_SWA", "TAIL_K_SWA", "TAIL_V_SWA", "SWEEP_K_SWA", "SWEEP_V_SWA"]
 REASONS = ["verify_chain_hash", "verify_position", "verify_real_kv_hash", "write_token", "write_position",
-           "verify_token", "out_of_range"]
-CHAIN, POSITION, REAL_KV, WRITE_TOKEN, WRITE_POSITION, TOKEN, OUT_OF_RANGE = (1 << i for i in range(7))
+           "verify_token", "out_of_range", "verify_freed", "verify_slot_zero", "metadata_mismatch", "padding_slot_kv"]
+CHAIN, POSITION, REAL_KV, WRITE_TOKEN, WRITE_POSITION, TOKEN, OUT_OF_RANGE, FREED, SLOT_ZERO = (1 << i for i in range(9))
+FREED_TOKEN = -0x4652454544  # SPEC-CANARY 11.2: "FREED" in ASCII, negated
 
 
 def line(row):
@@ -58,7 +59,9 @@ def line(row):
 def output(buffer=None, rows=(), count=None, capacity=1024, slot_runs=None, kernel_runs=1):
     """SPEC-CANARY 9's output: rows sorted, the report after the never-written filter."""
     rows = sorted(list(r) for r in rows)
-    kept = [r for r in rows if not (r[3] == 0 and r[2] == 0 and r[5] == 0)]
+    # SPEC-CANARY 7: the filter drops verify-stage rows of zero records; write (8, 16) and out_of_range (64)
+    # rows are always kept.
+    kept = [r for r in rows if not (r[3] == 0 and r[2] == 0 and r[5] == 0 and not r[7] & (8 | 16 | 64))]
     out = {"ring": {"count": len(rows) if count is None else count, "capacity": capacity, "rows": rows},
            "kernel_run_counter": kernel_runs, "report": [line(r) for r in kept],
            "report_dropped": len(rows) - len(kept)}
@@ -173,6 +176,22 @@ CANARY["verify_token_check_off"] = (
     verify_case(b, vplan([1], [0], [-1], tokens=[99]), check_expected_token=False),
     output(b, [], slot_runs=1))
 
+CANARY["verify_slot_zero_check"] = (
+    "11.3: check_slot_zero true, an entry of slot 0 -> (0, exp_pos, -1, exp_tok, -1, prev, 256), nothing read",
+    verify_case(b, vplan([0], [5], [3], tokens=[9]), check_slot_zero=True),
+    output(b, [[0, 0, 5, -1, 9, -1, 3, SLOT_ZERO]], slot_runs=1))
+
+CANARY["verify_slot_zero_check_off"] = (
+    "5: without check_slot_zero (the default) slot 0 is skipped",
+    verify_case(b, vplan([0], [5], [3], tokens=[9])),
+    output(b, [], slot_runs=1))
+
+freed = [[0, 0, 0, 0], [FREED_TOKEN, 0, ANCHOR, 17], [0, 0, 0, 0]]
+CANARY["verify_freed_check"] = (
+    "11.2: check_freed true, a FREED record at its own position and chain -> bit 128 alone, epoch in expected_aux",
+    verify_case(freed, vplan([1], [0], [-1], tokens=[42]), check_freed=True),
+    output(freed, [[0, 1, 0, FREED_TOKEN, 42, ANCHOR, 17, FREED]], slot_runs=1))
+
 CANARY["verify_out_of_range"] = (
     "5: slot >= num_slots, slot < 0, prev >= num_slots -> (index, exp_pos, -1, exp_tok, -1, -1, 64), nothing read",
     verify_case(b, vplan([9, -3, 1], [5, 6, 0], [-1, -1, 7], tokens=[70, 71, 42])),
@@ -255,6 +274,15 @@ CANARY["write_chain_position_assert_off"] = (
     write_case(b, wplan([0, 1], [1]), [8], [7], [2], chain_position_assert=0),
     output(after, [], slot_runs=1))
 
+# A zero seed record chains to mix3(0, 0, 0) = 0: token 0 at position 0 then stores (0, 0, 0, 0) and its write
+# rows carry token, position and chain hash 0 -- a real store's rows, which the never-written filter keeps.
+assert mix3(0, 0, 0) == 0
+CANARY["write_rows_of_a_zero_seed_chain_are_kept_in_the_report"] = (
+    "7: the never-written filter is for verify-stage rows only: token 0 at position 0 chained to a zero seed "
+    "record, expected token 9 -> rows bits 8 and 16 with token, position and chain hash 0, both reported",
+    write_case(empty(3), wplan([0, 1], [2]), [0], [0], [1], expected_input_ids=[9], expected_positions=[0]),
+    output(empty(3), [[0, 1, 0, 0, 9, 0, 0, WRITE_TOKEN], [0, 1, 0, 0, 0, 0, 1, WRITE_POSITION]], slot_runs=1))
+
 b = empty(4)
 running = stamp(b, ANCHOR, [(1, 1, 0)])
 CANARY["write_out_of_range_slot"] = (
@@ -317,6 +345,30 @@ CANARY["step_out_of_range_slots"] = (
          write_plan={"write_offsets": [0, 1, 0], "write_seed_slot_indices": [9], "write_num_valid_reqs": 1}))
 
 # ---- sequences: each case takes the canary_buffer the previous one printed ----
+# SPEC-CANARY 4 leaves these write calls' outcome open: `check` must accept every outcome it allows, whatever
+# order a parallel backend's requests take (no "_expected": the output is not unique).
+OPEN = {}
+OPEN["seed_is_another_requests_target"] = (
+    "4: request 1's seed slot 4 is request 0's target in the same call: request 1 chains to slot 4's record "
+    "before or after request 0's store, either is allowed (issue 19, ~1 check in 5 said DISAGREE on OpenMP)",
+    write_case([[0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0], [9, 47, 0, 0]], wplan([0, 1, 2], [-1, 4]),
+               [7, 8], [239, 48], [4, 2]))
+# Many requests each seeded on another's target, in both directions, so that two threads cannot both keep
+# the serial order.
+_pairs = 24
+_buffer = [[0, 0, 0, 0]] + [[100 + s, 10 + s, 0, 0] for s in range(1, 2 * _pairs + 1)]
+_seeds = [-1] * (2 * _pairs)
+_slots = []
+for _r in range(2 * _pairs):
+    _slots.append(_r + 1)  # request r stores slot r + 1
+for _p in range(_pairs):
+    _seeds[_p] = _pairs + _p + 1      # request p (first half) seeds on request pairs + p's target
+    _seeds[_pairs + _p] = _p + 1      # and request pairs + p on request p's
+OPEN["seeds_crossing_between_requests"] = (
+    "4: 48 requests, each seeded on a slot another request stores in the same call (in both directions)",
+    write_case(_buffer, wplan(list(range(2 * _pairs + 1)), _seeds), [500 + r for r in range(2 * _pairs)],
+               [11 + s for s in _slots], _slots))
+
 SEQUENCES = {}
 
 b = empty(43)

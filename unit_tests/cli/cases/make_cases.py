@@ -7,7 +7,8 @@ facts/*.json    one case per fact of SPEC section 6 (plus a few more SPEC sectio
                 Keys of "_expected" that are absent are not checked; arrays are compared whole.
 reject/*.json   inputs that must exit 2 with one stderr line containing "_expect_error".
 malformed/*     texts that are not a JSON object (their expected errors are in ../CMakeLists.txt).
-canary/, sequences/, canary_reject/   the verify, write and step cases of SPEC-CANARY (canary_cases.py).
+canary/, sequences/, canary_reject/, open_outcomes/   the verify, write and step cases of SPEC-CANARY
+                (canary_cases.py); open_outcomes/: write calls whose outcome SPEC-CANARY 4 leaves open.
 """
 import json
 import os
@@ -377,6 +378,10 @@ def main():
     for name, (fact, inputs, expected) in canary_cases.CANARY.items():
         with open(os.path.join(HERE, "canary", name + ".json"), "w") as f:
             f.write(dump(dict({"_fact": fact}, **inputs, _expected=expected)))
+    os.makedirs(os.path.join(HERE, "open_outcomes"), exist_ok=True)
+    for name, (fact, inputs) in canary_cases.OPEN.items():
+        with open(os.path.join(HERE, "open_outcomes", name + ".json"), "w") as f:
+            f.write(dump(dict({"_fact": fact}, **inputs)))
     for name, (fact, steps) in canary_cases.SEQUENCES.items():
         with open(os.path.join(HERE, "sequences", name + ".json"), "w") as f:
             f.write(dump({"_fact": fact, "_sequence": steps}))

@@ -1,0 +1,451 @@
+// The Kokkos layer of kvcanary._core: lifecycle, execution spaces and the three stages over unmanaged
+// Views of the caller's memory. module.cpp has checked every Python-boundary rule before these run; the
+// library's own checks (validate(), check_buffer(), ...) still run here and throw std::invalid_argument.
+
+#include "core.hpp"
+
+#include <kvcanary/stages/plan.hpp>
+#include <kvcanary/stages/verify.hpp>
+#include <kvcanary/stages/write.hpp>
+
+#include <Kokkos_Core.hpp>
+
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#ifdef KOKKOS_ENABLE_CUDA
+#include <cuda_runtime.h>
+#endif
+
+namespace kvcanary {
+namespace python {
+namespace {
+
+std::mutex lifecycle_mutex;
+bool finalized_flag = false;
+bool we_initialized = false;
+int init_device = -1;
+
+[[noreturn]] void runtime(const std::string& what) { throw std::runtime_error("kvcanary: " + what); }
+
+#ifdef KOKKOS_ENABLE_CUDA
+void cuda_check(cudaError_t error, const char* what) {
+  if (error != cudaSuccess) runtime(std::string(what) + " failed: " + cudaGetErrorString(error));
+}
+
+// The oldest compute capability the build's kernels run on (Kokkos aborts on an older device).
+constexpr int build_arch() {
+#if defined(KOKKOS_ARCH_HOPPER90)
+  return 90;
+#elif defined(KOKKOS_ARCH_AMPERE86)
+  return 86;
+#elif defined(KOKKOS_ARCH_AMPERE80)
+  return 80;
+#elif defined(KOKKOS_ARCH_VOLTA70)
+  return 70;
+#else
+  return 0;
+#endif
+}
+
+// Kokkos sets the current device at init and around its launches; the caller's current device (torch's
+// too) is the same after every call.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    cuda_check(cudaGetDevice(&previous_), "cudaGetDevice");
+    if (device >= 0 && device != previous_) cuda_check(cudaSetDevice(device), "cudaSetDevice");
+  }
+  ~DeviceGuard() { cudaSetDevice(previous_); }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = 0;
+};
+
+// One Kokkos::Cuda instance per (device, stream), made outside graph capture only: creating one
+// allocates and queries the device, which a capture would record or refuse.
+std::map<std::pair<int, std::uintptr_t>, Kokkos::Cuda>& instances() {
+  static std::map<std::pair<int, std::uintptr_t>, Kokkos::Cuda> cache;
+  return cache;
+}
+std::mutex instances_mutex;
+
+bool capturing(std::uintptr_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  cuda_check(cudaStreamIsCapturing(reinterpret_cast<cudaStream_t>(stream), &status), "cudaStreamIsCapturing");
+  return status != cudaStreamCaptureStatusNone;
+}
+
+Kokkos::Cuda instance(int device, std::uintptr_t stream) {
+  std::lock_guard<std::mutex> lock(instances_mutex);
+  auto& cache = instances();
+  const auto key = std::make_pair(device, stream);
+  const auto found = cache.find(key);
+  if (found != cache.end()) return found->second;
+  if (capturing(stream)) {
+    char text[64];
+    std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(stream));
+    runtime(std::string("first use of CUDA stream ") + text +
+            " during CUDA-graph capture; run one call (or kvcanary.prepare()) on that stream before capturing");
+  }
+  return cache.emplace(key, Kokkos::Cuda(reinterpret_cast<cudaStream_t>(stream))).first->second;
+}
+#endif
+
+// Lazy initialization: a CUDA call starts Kokkos on its arrays' device (explicit, never a guess from the
+// environment); a host call starts it with no device.
+void require_running(int device_id) {
+  if (finalized_flag) runtime("called after kvcanary.finalize(); Kokkos cannot be started again in this process");
+  if (!Kokkos::is_initialized()) initialize(InitOptions{device_id, -1});
+}
+
+template <class Space, class F>
+void on_host(const Space& space, F& f) {
+  f(space, Kokkos::HostSpace{});
+  space.fence();
+}
+
+// Runs f(space, memory_space) on the place's backend. Host backends fence before returning (the caller's
+// numpy arrays hold the results when the call returns); CUDA calls stay asynchronous on their stream.
+template <class F>
+void on_place(const Place& place, F&& f) {
+#ifdef KOKKOS_ENABLE_CUDA
+  // Starting Kokkos allocates and queries the device: never inside a capture.
+  if (place.cuda && !Kokkos::is_initialized() && !finalized_flag) {
+    DeviceGuard guard(place.device_id);
+    if (capturing(place.stream))
+      runtime("first use of kvcanary during CUDA-graph capture; run one call on the capture stream before capturing");
+  }
+#endif
+  require_running(place.cuda ? place.device_id : -1);
+  if (place.cuda) {
+#ifdef KOKKOS_ENABLE_CUDA
+    if (place.device_id != init_device)
+      throw std::invalid_argument("kvcanary: the arrays are on CUDA device " + std::to_string(place.device_id) +
+                                  " but kvcanary runs on device " + std::to_string(init_device) +
+                                  " (Kokkos " + kokkos_version() + " drives one device per process)");
+    DeviceGuard guard(place.device_id);
+    f(instance(place.device_id, place.stream), Kokkos::CudaSpace{});
+    return;
+#else
+    throw std::invalid_argument("kvcanary: CUDA arrays given, but this kvcanary was built without CUDA");
+#endif
+  }
+  switch (place.backend) {
+    case Backend::Serial:
+#ifdef KOKKOS_ENABLE_SERIAL
+      return on_host(Kokkos::Serial(), f);
+#else
+      break;
+#endif
+    case Backend::OpenMP:
+#ifdef KOKKOS_ENABLE_OPENMP
+      return on_host(Kokkos::OpenMP(), f);
+#else
+      break;
+#endif
+    case Backend::Default:
+      return on_host(Kokkos::DefaultHostExecutionSpace(), f);
+    case Backend::Cuda:
+      throw std::invalid_argument("kvcanary: backend 'cuda' needs CUDA arrays, got host arrays");
+  }
+  throw std::invalid_argument("kvcanary: this kvcanary was built without that host backend");
+}
+
+template <class Mem, class T>
+Kokkos::View<const T*, Kokkos::LayoutRight, Mem> in_vec(const Vec<const T>& v) {
+  return Kokkos::View<const T*, Kokkos::LayoutRight, Mem>(v.data, static_cast<std::size_t>(v.size));
+}
+template <class Mem, class T>
+Kokkos::View<T*, Mem> out_vec(const Vec<T>& v) {
+  return Kokkos::View<T*, Mem>(v.data, static_cast<std::size_t>(v.size));
+}
+template <class Mem, class T>
+Kokkos::View<const T**, Kokkos::LayoutStride, Mem> in_mat(const Mat<const T>& m) {
+  return Kokkos::View<const T**, Kokkos::LayoutStride, Mem>(
+      m.data, Kokkos::LayoutStride(static_cast<std::size_t>(m.rows), static_cast<std::size_t>(m.row_stride),
+                                   static_cast<std::size_t>(m.cols), 1));
+}
+
+template <class Mem>
+CanaryBuffer<Mem> buffer_of(const BufferArgs& b) {
+  return wrap_canary_buffer<Mem>(b.data, b.num_slots, b.stride_bytes);
+}
+
+template <class Mem>
+ViolationRing<Mem> ring_of(const RingArgs& r) {
+  ViolationRing<Mem> ring;
+  ring.rows = decltype(ring.rows)(r.rows, static_cast<std::size_t>(r.capacity));
+  ring.count = decltype(ring.count)(r.count);
+  ring.slot_run_counter = decltype(ring.count)(r.slot_run_counter);
+  ring.kernel_run_counter = decltype(ring.count)(r.kernel_run_counter);
+  return ring;
+}
+
+template <class Mem>
+RealKv<Mem> real_kv_of(const RealKvArgs& a) {
+  RealKv<Mem> real_kv;
+  real_kv.mode = static_cast<RealKvMode>(a.mode);
+  for (const SourceArgs& s : a.sources) {
+    RealKvSource<Mem> source;
+    // One page: any stride will do (only row 0 is read); LayoutStride wants one >= the row.
+    const std::int64_t stride = s.pages > 1 ? s.row_stride_bytes : (s.row_bytes > 0 ? s.row_bytes : 1);
+    source.bytes = decltype(source.bytes)(
+        s.data, Kokkos::LayoutStride(static_cast<std::size_t>(s.pages), static_cast<std::size_t>(stride),
+                                     static_cast<std::size_t>(s.row_bytes), 1));
+    source.page_size = s.page_size;
+    source.bytes_per_token = s.bytes_per_token;
+    source.read_bytes = s.read_bytes;
+    real_kv.sources.push_back(source);
+  }
+  return real_kv;
+}
+
+template <class Mem, class Index>
+StepTokens<Mem, Index> tokens_of(const WriteArgs& a) {
+  const auto vec = [](const Vec<const void>& v) {
+    return Kokkos::View<const Index*, Kokkos::LayoutRight, Mem>(static_cast<const Index*>(v.data),
+                                                                  static_cast<std::size_t>(v.size));
+  };
+  StepTokens<Mem, Index> tokens;
+  tokens.input_ids = vec(a.input_ids);
+  tokens.positions = vec(a.positions);
+  tokens.out_cache_loc = vec(a.out_cache_loc);
+  if (a.has_expected) {
+    tokens.expected_input_ids = vec(a.expected_input_ids);
+    tokens.expected_positions = vec(a.expected_positions);
+  }
+  tokens.chain_position_assert = Kokkos::View<const std::int32_t, Mem>(a.chain_position_assert);
+  return tokens;
+}
+
+CanaryAlgorithm canary_algorithm(int a) {
+  return a == 1 ? CanaryAlgorithm::Portable : a == 2 ? CanaryAlgorithm::Cuda : CanaryAlgorithm::Default;
+}
+
+}  // namespace
+
+// ---- lifecycle ----
+
+void initialize(const InitOptions& options) {
+  std::lock_guard<std::mutex> lock(lifecycle_mutex);
+  if (finalized_flag) runtime("initialize() after finalize(); Kokkos cannot be started again in this process");
+  if (Kokkos::is_initialized()) return;  // a second initialize is a no-op, never Kokkos' abort
+  int device = options.device_id;
+#ifdef KOKKOS_ENABLE_CUDA
+  int count = 0;
+  cuda_check(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
+  if (count <= 0) runtime("no CUDA device is visible to this process");
+  if (device < 0) cuda_check(cudaGetDevice(&device), "cudaGetDevice");  // the caller's current device
+  if (device >= count)
+    runtime("CUDA device " + std::to_string(device) + " does not exist (" + std::to_string(count) + " visible)");
+  int major = 0, minor = 0;
+  cuda_check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "cudaDeviceGetAttribute");
+  cuda_check(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device), "cudaDeviceGetAttribute");
+  if (major * 10 + minor < build_arch())
+    runtime("CUDA device " + std::to_string(device) + " has compute capability " + std::to_string(major) + "." +
+            std::to_string(minor) + ", older than this build's kernels (sm_" + std::to_string(build_arch()) + ")");
+  DeviceGuard guard(device);
+#else
+  device = -1;
+#endif
+#if KOKKOS_VERSION >= 30700
+  auto settings = Kokkos::InitializationSettings().set_disable_warnings(true);
+  if (options.num_threads > 0) settings.set_num_threads(options.num_threads);
+  if (device >= 0) settings.set_device_id(device);
+  Kokkos::initialize(settings);
+#else
+  Kokkos::InitArguments arguments;
+  arguments.disable_warnings = true;
+  if (options.num_threads > 0) arguments.num_threads = options.num_threads;
+  if (device >= 0) arguments.device_id = device;
+  Kokkos::initialize(arguments);
+#endif
+  we_initialized = true;
+  init_device = device;
+}
+
+bool is_initialized() { return Kokkos::is_initialized() && !finalized_flag; }
+bool is_finalized() { return finalized_flag; }
+
+void finalize() {
+  std::lock_guard<std::mutex> lock(lifecycle_mutex);
+  if (finalized_flag) return;
+  finalized_flag = true;
+#ifdef KOKKOS_ENABLE_CUDA
+  {
+    std::lock_guard<std::mutex> instances_lock(instances_mutex);
+    instances().clear();  // before Kokkos goes: an instance outliving finalize aborts
+  }
+#endif
+  if (we_initialized && Kokkos::is_initialized()) Kokkos::finalize();
+}
+
+std::vector<std::string> backends() {
+  std::vector<std::string> names;
+#ifdef KOKKOS_ENABLE_SERIAL
+  names.emplace_back("serial");
+#endif
+#ifdef KOKKOS_ENABLE_OPENMP
+  names.emplace_back("openmp");
+#endif
+#ifdef KOKKOS_ENABLE_CUDA
+  names.emplace_back("cuda");
+#endif
+  return names;
+}
+
+bool built_with_cuda() {
+#ifdef KOKKOS_ENABLE_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
+std::string kokkos_version() {
+  const int v = KOKKOS_VERSION;
+  return std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100);
+}
+
+int initialized_device() { return init_device; }
+
+bool stream_is_capturing(std::uintptr_t stream, int device_id) {
+#ifdef KOKKOS_ENABLE_CUDA
+  DeviceGuard guard(device_id);
+  return capturing(stream);
+#else
+  (void)stream;
+  (void)device_id;
+  return false;
+#endif
+}
+
+void prepare_stream(int device_id, std::uintptr_t stream) {
+#ifdef KOKKOS_ENABLE_CUDA
+  require_running(device_id);
+  if (device_id != init_device)
+    throw std::invalid_argument("kvcanary: prepare() on CUDA device " + std::to_string(device_id) +
+                                " but kvcanary runs on device " + std::to_string(init_device));
+  DeviceGuard guard(device_id);
+  (void)instance(device_id, stream);
+#else
+  (void)device_id;
+  (void)stream;
+#endif
+}
+
+// ---- stages ----
+
+void plan(const Place& place, const PlanArgs& a) {
+  on_place(place, [&](const auto& space, auto memory_space) {
+    using Mem = decltype(memory_space);
+    PlanInputs<Mem> inputs;
+    inputs.req_pool_indices = in_vec<Mem>(a.req_pool_indices);
+    inputs.prefix_lens = in_vec<Mem>(a.prefix_lens);
+    inputs.extend_seq_lens = in_vec<Mem>(a.extend_seq_lens);
+    inputs.req_to_token = in_mat<Mem>(a.req_to_token);
+    inputs.swa_window_size = a.swa_window_size;
+    if (a.has_lut) inputs.full_to_swa_index_mapping = in_vec<Mem>(a.lut);
+    if (a.has_pool) inputs.req_to_verify_expected_tokens = in_mat<Mem>(a.pool);
+    if (a.has_valid_lens) inputs.req_to_verify_expected_tokens_valid_lens = in_vec<Mem>(a.valid_lens);
+    inputs.kv_token_id_vs_position_offset = a.kv_token_id_vs_position_offset;
+
+    VerifyPlan<Mem> verify_plan;
+    verify_plan.verify_slot_indices = out_vec<Mem>(a.verify_slot_indices);
+    verify_plan.verify_expected_tokens = out_vec<Mem>(a.verify_expected_tokens);
+    verify_plan.verify_expected_positions = out_vec<Mem>(a.verify_expected_positions);
+    verify_plan.verify_prev_slot_indices = out_vec<Mem>(a.verify_prev_slot_indices);
+    verify_plan.verify_num_valid = Kokkos::View<std::int32_t, Mem>(a.verify_num_valid);
+    verify_plan.enable = Kokkos::View<std::int32_t, Mem>(a.enable);
+    WritePlan<Mem> write_plan;
+    write_plan.write_offsets = out_vec<Mem>(a.write_offsets);
+    write_plan.write_seed_slot_indices = out_vec<Mem>(a.write_seed_slot_indices);
+    write_plan.write_num_valid_reqs = Kokkos::View<std::int32_t, Mem>(a.write_num_valid_reqs);
+    PlanStatus<Mem> status;
+    status.input_error_bits = Kokkos::View<std::int32_t, Mem>(a.input_error_bits);
+    status.first_bad_row = Kokkos::View<std::int32_t, Mem>(a.first_bad_row);
+    PlanWorkspace<Mem> workspace;
+    workspace.verify_offsets = out_vec<Mem>(a.workspace);
+    PlanOptions options;
+    options.algorithm = a.algorithm == 1   ? EntriesAlgorithm::Portable
+                        : a.algorithm == 2 ? EntriesAlgorithm::CudaPersistent
+                                           : EntriesAlgorithm::Default;
+    kvcanary::plan(space, inputs, verify_plan, write_plan, status, workspace, options);
+  });
+}
+
+void verify(const Place& place, const VerifyArgs& a) {
+  on_place(place, [&](const auto& space, auto memory_space) {
+    using Mem = decltype(memory_space);
+    VerifyPlan<Mem> plan;
+    const auto vec = [](const Vec<const std::int64_t>& v) {
+      return Kokkos::View<std::int64_t*, Mem>(const_cast<std::int64_t*>(v.data), static_cast<std::size_t>(v.size));
+    };
+    // verify() only reads the plan; its View types are the plan's (non-const) ones.
+    plan.verify_slot_indices = vec(a.plan.slot_indices);
+    plan.verify_expected_tokens = vec(a.plan.expected_tokens);
+    plan.verify_expected_positions = vec(a.plan.expected_positions);
+    plan.verify_prev_slot_indices = vec(a.plan.prev_slot_indices);
+    plan.verify_num_valid = Kokkos::View<std::int32_t, Mem>(const_cast<std::int32_t*>(a.plan.num_valid));
+    plan.enable = Kokkos::View<std::int32_t, Mem>(const_cast<std::int32_t*>(a.plan.enable));
+    std::vector<VerifyTarget<Mem>> targets;
+    for (const TargetArgs& t : a.targets)
+      targets.push_back(VerifyTarget<Mem>{buffer_of<Mem>(t.buffer), static_cast<KernelKind>(t.kernel_kind),
+                                          real_kv_of<Mem>(t.real_kv)});
+    VerifyOptions options;
+    options.check_expected_token = a.check_expected_token;
+    options.algorithm = canary_algorithm(a.algorithm);
+    kvcanary::verify(space, plan, targets, ring_of<Mem>(a.ring), options);
+  });
+}
+
+void write(const Place& place, const WriteArgs& a) {
+  on_place(place, [&](const auto& space, auto memory_space) {
+    using Mem = decltype(memory_space);
+    WritePlan<Mem> plan;
+    plan.write_offsets = Kokkos::View<std::int64_t*, Mem>(const_cast<std::int64_t*>(a.write_offsets.data),
+                                                          static_cast<std::size_t>(a.write_offsets.size));
+    plan.write_seed_slot_indices = Kokkos::View<std::int64_t*, Mem>(
+        const_cast<std::int64_t*>(a.write_seed_slot_indices.data), static_cast<std::size_t>(a.write_seed_slot_indices.size));
+    plan.write_num_valid_reqs = Kokkos::View<std::int32_t, Mem>(const_cast<std::int32_t*>(a.write_num_valid_reqs));
+    std::vector<WriteTarget<Mem>> targets;
+    for (const TargetArgs& t : a.targets)
+      targets.push_back(WriteTarget<Mem>{buffer_of<Mem>(t.buffer), static_cast<KernelKind>(t.kernel_kind),
+                                         real_kv_of<Mem>(t.real_kv)});
+    WriteCallOptions options;
+    options.algorithm = canary_algorithm(a.algorithm);
+    if (a.index_int32)
+      kvcanary::write(space, plan, tokens_of<Mem, std::int32_t>(a), targets, ring_of<Mem>(a.ring), options);
+    else
+      kvcanary::write(space, plan, tokens_of<Mem, std::int64_t>(a), targets, ring_of<Mem>(a.ring), options);
+  });
+}
+
+RingSnapshot read_ring(const Place& place, const RingArgs& r) {
+  RingSnapshot snapshot;
+  snapshot.capacity = r.capacity;
+  snapshot.rows.assign(static_cast<std::size_t>(r.capacity) * 8, 0);
+  on_place(place, [&](const auto& space, auto memory_space) {
+    using Mem = decltype(memory_space);
+    using Host = Kokkos::View<std::int64_t*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+    const auto copy = [&](std::int64_t* to, const std::int64_t* from, std::size_t n) {
+      Kokkos::deep_copy(space, Host(to, n), Kokkos::View<const std::int64_t*, Mem>(from, n));
+    };
+    if (r.capacity > 0) copy(snapshot.rows.data(), r.rows, snapshot.rows.size());
+    copy(&snapshot.count, r.count, 1);
+    copy(&snapshot.slot_run_counter, r.slot_run_counter, 1);
+    copy(&snapshot.kernel_run_counter, r.kernel_run_counter, 1);
+    space.fence();
+  });
+  return snapshot;
+}
+
+}  // namespace python
+}  // namespace kvcanary

@@ -1,0 +1,252 @@
+#!/usr/bin/env python3
+"""transformers-canary-run.py — kvcanary on HF transformers' continuous batching, at length: clean traffic (no
+false positive allowed), the fault table (every planted engine fault, ground truth vs report) and the overhead
+table (canary time per engine step and as a share of the model's step; tokens/s with the canary on and off).
+
+  CPU (tiny model; the numbers in docs/transformers.md):
+    build-py/venv-hf/bin/python scripts/transformers-canary-run.py --clean-steps 10000 --fault-trials 3
+  H200 (random-weight Llama shapes, bf16; see docs/transformers.md "Device run" for the whole command):
+    python3 scripts/transformers-canary-run.py --device cuda --shape 1b --clean-steps 10000 --fault-trials 2 \\
+        --overhead 1,16,64 --contexts 1024,8192
+    python3 scripts/transformers-canary-run.py --device cuda --shape 8b --clean-steps 0 --fault-trials 1 \\
+        --overhead 1,16,64 --contexts 1024,8192
+
+Prints markdown tables; --json PATH also writes every number. Exit status 1 when a clean step reported anything
+or a fault was missed or found at another step than its ground truth.
+"""
+
+import argparse
+import json
+import random
+import sys
+import time
+
+import torch
+import transformers
+from transformers import ContinuousBatchingConfig, GenerationConfig
+
+import kvcanary.integrations.transformers as kvt
+from kvcanary.integrations import transformers_faults as faults
+
+SHAPES = {  # Llama-style; 1b ~ Llama-3.2-1B, 8b ~ Llama-3.1-8B (random weights: only the cache matters)
+    "tiny": dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                 intermediate_size=128, vocab_size=1000),
+    "1b": dict(hidden_size=2048, num_hidden_layers=16, num_attention_heads=32, num_key_value_heads=8,
+               intermediate_size=8192, vocab_size=128256, head_dim=64, max_position_embeddings=131072),
+    "8b": dict(hidden_size=4096, num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8,
+               intermediate_size=14336, vocab_size=128256, max_position_embeddings=131072),
+}
+
+FAULTS = {
+    "k_byte": lambda s: faults.KvByteFlip(which="k", seed=s, at_step=5 + s),
+    "v_byte": lambda s: faults.KvByteFlip(which="v", layer=-1, seed=s, at_step=5 + s),
+    "block_table": lambda s: faults.BlockTableOverwrite(at_step=6 + s, seed=s),
+    "double_alloc": lambda s: faults.DoubleAllocation(at_step=4 + s, seed=s),
+    "use_after_free": lambda s: faults.UseAfterFree(at_step=8 + s, seed=s),
+}
+
+
+def build(shape, device, dtype, kind="llama"):
+    torch.manual_seed(0)
+    cfg = dict(SHAPES[shape])
+    with torch.device(device):
+        if kind == "qwen2":
+            c = transformers.Qwen2Config(**dict(cfg, num_hidden_layers=max(4, cfg["num_hidden_layers"])),
+                                         use_sliding_window=True, sliding_window=48, max_window_layers=0,
+                                         layer_types=["full_attention", "sliding_attention"]
+                                         * (max(4, cfg["num_hidden_layers"]) // 2))
+            model = transformers.Qwen2ForCausalLM(c)
+        else:
+            model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**cfg))
+    return model.to(dtype).eval()
+
+
+def cb(blocks, batch_tokens, block_size=16):
+    return ContinuousBatchingConfig(block_size=block_size, num_blocks=blocks, max_batch_tokens=batch_tokens)
+
+
+def clean_traffic(model, handle, steps, seed, vocab):
+    """Mixed prompt lengths, shared prefixes (a few system prompts), exact duplicates, queueing, and in a quarter of
+    the calls a cache too small for the batch (CPU offload + restore, or soft resets); until `steps`."""
+    r = random.Random(seed)
+    prefixes = [[r.randrange(vocab) for _ in range(r.choice([16, 32, 40, 64, 96]))] for _ in range(4)]
+    calls = 0
+    while handle.steps < steps:
+        n = r.randrange(4, 33)
+        ps = []
+        for _ in range(n):
+            p = (r.choice(prefixes) if r.random() < 0.6 else []) + [r.randrange(vocab) for _ in range(r.randrange(1, 120))]
+            ps.append(p)
+        ps += [list(x) for x in r.sample(ps, k=min(2, len(ps)))]  # duplicates
+        gc = GenerationConfig(max_new_tokens=r.randrange(8, 65), do_sample=False, eos_token_id=-1)
+        conf = cb(r.choice([64, 96, 160]), r.choice([64, 128, 256]))
+        if r.random() < 0.25:  # a cache too small for the batch: offload to the CPU pool and restore, or soft reset
+            conf = ContinuousBatchingConfig(block_size=16, num_blocks=r.choice([24, 32]), max_batch_tokens=128,
+                                            cpu_offload_space=r.choice([0.0, 0.01]))
+        model.generate_batch(ps, generation_config=gc, continuous_batching_config=conf)
+        calls += 1
+    return calls
+
+
+def fault_prompts(vocab, seed=1, n=16):
+    r = random.Random(seed)
+    common = [r.randrange(vocab) for _ in range(40)]
+    return [(common if i % 2 else []) + [r.randrange(vocab) for _ in range(r.randrange(5, 40))] for i in range(n)]
+
+
+def run_fault(model, name, trial, vocab):
+    handle = kvt.attach(model, kvt.CanaryConfig(mode="log", sink=lambda line: None))
+    try:
+        if name == "stale_prefix":
+            fault = faults.run_stale_prefix_scenario(model, handle, seed=7 + trial)
+        elif name == "offload_byte":  # a cache of 12 blocks for 16 requests: offloads and restores
+            fault = faults.OffloadedByteFlip(at_step=1, seed=trial).install(handle)
+            r = random.Random(1 + trial)
+            model.generate_batch([[r.randrange(vocab) for _ in range(r.randrange(5, 40))] for _ in range(16)],
+                                 generation_config=GenerationConfig(max_new_tokens=48, do_sample=False, eos_token_id=-1),
+                                 continuous_batching_config=ContinuousBatchingConfig(
+                                     block_size=16, num_blocks=12, max_batch_tokens=128, cpu_offload_space=0.01))
+        else:
+            fault = FAULTS[name](trial).install(handle)
+            gc = GenerationConfig(max_new_tokens=32, do_sample=False, eos_token_id=-1)
+            model.generate_batch(fault_prompts(vocab, seed=1 + trial), generation_config=gc,
+                                 continuous_batching_config=cb(128, 256))
+        report = handle.report()
+    finally:
+        handle.detach()
+    first = fault.first_detection(report)
+    return dict(fault=name, trial=trial, name=fault.name, detail=fault.detail, victim=fault.victim,
+                expected_step=fault.expected_step, detected_step=first.step if first else None,
+                reasons=first.reason_names if first else [], violations=len(report.violations),
+                verdict=fault.check(report) or "caught in the step it became readable")
+
+
+def overhead(model, batch, context, decode, vocab, device, real_kv):
+    r = random.Random(batch * 7919 + context)
+    ps = [[r.randrange(vocab) for _ in range(context)] for _ in range(batch)]
+    blocks = batch * ((context + decode + 15) // 16 + 1) + 8
+    gc = GenerationConfig(max_new_tokens=decode, do_sample=False, eos_token_id=-1)
+    conf = cb(blocks, 2048)
+    out = {}
+    for label in ("off", "on"):  # off: the same hook with no stage run (guard=False), for the model's step time
+        handle = kvt.attach(model, kvt.CanaryConfig(mode="none", per_step=False, timing=True, real_kv=real_kv,
+                                                    guard=label == "on", max_context=context + decode + 16,
+                                                    max_requests=batch + 1))
+        if device == "cuda":
+            torch.cuda.synchronize()
+        t = time.perf_counter()
+        try:
+            outputs = model.generate_batch(ps, generation_config=gc, continuous_batching_config=conf)
+            out[f"failed_requests_{label}"] = sum(1 for v in outputs.values() if getattr(v, "error", None))
+            if device == "cuda":
+                torch.cuda.synchronize()
+            out[f"wall_{label}_s"] = time.perf_counter() - t
+            times = handle.step_times_ms()
+            report = handle.report()
+        finally:
+            handle.detach()
+        dec = [x for x in times if x[1] == x[2] == batch]  # full decode steps: one token per request
+        if not dec:
+            continue
+        step_ms = sum(x[3] + x[4] for x in dec) / len(dec)
+        out[f"decode_steps_{label}"] = len(dec)
+        out[f"step_ms_{label}"] = step_ms
+        out[f"tokens_per_s_{label}"] = 1e3 * batch / step_ms
+        if label == "on":
+            out["canary_ms"] = sum(x[3] for x in dec) / len(dec)
+            out["model_ms"] = sum(x[4] for x in dec) / len(dec)
+            out["share_pct"] = 100.0 * out["canary_ms"] / out["model_ms"]
+            out["violations"] = len(report.violations)
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--shape", choices=sorted(SHAPES), default="tiny")
+    ap.add_argument("--dtype", default=None, help="default: float32 on CPU, bfloat16 on CUDA")
+    ap.add_argument("--clean-steps", type=int, default=10000)
+    ap.add_argument("--fault-trials", type=int, default=3)
+    ap.add_argument("--overhead", default="", help="decode batch sizes, e.g. 1,16,64 (empty: skip)")
+    ap.add_argument("--contexts", default="1024,8192")
+    ap.add_argument("--decode", type=int, default=32)
+    ap.add_argument("--real-kv", default="partial")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args()
+    dtype = getattr(torch, args.dtype) if args.dtype else (torch.bfloat16 if args.device == "cuda" else torch.float32)
+    vocab = SHAPES[args.shape]["vocab_size"]
+    result = dict(args=vars(args), torch=torch.__version__, transformers=transformers.__version__, ok=True)
+    print(f"# kvcanary on transformers {transformers.__version__} continuous batching, torch {torch.__version__}, "
+          f"{args.device}, shape {args.shape}, {dtype}")
+
+    model = build(args.shape, args.device, dtype)
+    if args.device == "cpu":
+        faults.unpinned_offload_pool()
+    if args.clean_steps:
+        totals = dict(steps=0, verified=0, written=0, violations=0, calls=0, seconds=0.0)
+        for kind, share in (("llama", 0.8), ("qwen2", 0.2)):  # full attention, then full + sliding groups
+            m = model if kind == "llama" else build(args.shape if args.shape == "tiny" else "tiny", args.device, dtype,
+                                                    kind)
+            handle = kvt.attach(m, kvt.CanaryConfig(mode="log", sink=lambda line: print("  " + line)))
+            t = time.perf_counter()
+            try:
+                totals["calls"] += clean_traffic(m, handle, int(args.clean_steps * share), args.seed, m.config.vocab_size)
+                rep = handle.report()
+            finally:
+                handle.detach()
+            totals["seconds"] += time.perf_counter() - t
+            totals["steps"] += rep.steps
+            totals["verified"] += rep.verified_slots
+            totals["written"] += rep.written_slots
+            totals["violations"] += len(rep.violations) + len(rep.plan_errors)
+        result["clean"] = totals
+        result["ok"] &= totals["violations"] == 0
+        print(f"\n## Clean traffic\n{totals['steps']} engine steps in {totals['calls']} generate_batch calls "
+              f"({totals['seconds']:.0f} s; Llama + Qwen2 with sliding layers), {totals['verified']} slot reads "
+              f"verified, {totals['written']} slot writes stamped: **{totals['violations']} false positives**")
+
+    if args.fault_trials:
+        rows = []
+        for name in list(FAULTS) + ["stale_prefix", "offload_byte"]:
+            for trial in range(args.fault_trials):
+                row = run_fault(model, name, trial, vocab)
+                rows.append(row)
+                result["ok"] &= row["verdict"] == "caught in the step it became readable"
+        result["faults"] = rows
+        print("\n## Faults planted in the engine\n\n| fault | trial | victim | ground-truth step | reported step | "
+              "reasons (first row) | rows | verdict |\n|---|---|---|---|---|---|---|---|")
+        for x in rows:
+            print(f"| {x['name']} | {x['trial']} | {x['victim']} | {x['expected_step']} | {x['detected_step']} | "
+                  f"{'+'.join(x['reasons'])} | {x['violations']} | {x['verdict']} |")
+
+    if args.overhead:
+        rows = []
+        for context in [int(c) for c in args.contexts.split(",")]:
+            for batch in [int(b) for b in args.overhead.split(",")]:
+                row = dict(batch=batch, context=context, **overhead(model, batch, context, args.decode, vocab,
+                                                                    args.device, args.real_kv))
+                rows.append(row)
+                print(row, file=sys.stderr, flush=True)
+                result["ok"] &= (row.get("failed_requests_off") == 0 == row.get("failed_requests_on")
+                                 and row.get("violations") == 0)
+        result["overhead"] = rows
+        print(f"\n## Overhead (decode steps, real-KV {args.real_kv}; canary = plan + verify K/V before the forward "
+              "+ write K/V after it, with the mapping; tokens/s = batch / step time on the engine's stream)\n\n"
+              "| batch | context | canary ms/step | model ms/step | share | tokens/s off | tokens/s on | on/off |"
+              "\n|---|---|---|---|---|---|---|---|")
+        for x in rows:
+            print(f"| {x['batch']} | {x['context']} | {x.get('canary_ms', float('nan')):.3f} | "
+                  f"{x.get('model_ms', float('nan')):.2f} | {x.get('share_pct', float('nan')):.2f}% | "
+                  f"{x.get('tokens_per_s_off', 0):.1f} | {x.get('tokens_per_s_on', 0):.1f} | "
+                  f"{x.get('tokens_per_s_on', 0) / x.get('tokens_per_s_off', 1):.3f} |")
+
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=1)
+    print(f"\nresult: {'OK' if result['ok'] else 'FAILED'}")
+    return 0 if result["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
