@@ -200,7 +200,7 @@ class DevicePipeline {
       if (!group_on(g) || n == 0) continue;
       copy(freed_, data.freed[g].data(), n);
       const auto slots = Kokkos::subview(freed_, std::make_pair(std::int64_t{0}, n));
-      const GroupKind kind = static_cast<GroupKind>(g);
+      const GroupKind kind = g == 0 ? GroupKind::Target : g == 1 ? GroupKind::Draft : GroupKind::Swa;  // the engine's order
       const bool swa = g == 2;
       FreeOptions<Memory> options;
       options.epoch = epoch_;
