@@ -7,10 +7,10 @@
 # build     Kokkos 3.4.01 + Kokkos Kernels (cuda flavour, sm_90) from the offline source bundle, then
 #           kvcanary, its unit tests, CLI and perf tests, with $JOBS jobs (default: all cores), with
 #           -lineinfo (no effect on the code; sanitizer and profiler reports get file:line).
-# test      the CUDA unit tests (both entries algorithms) and the CUDA-graph test.
+# test      the CUDA unit tests (both entries algorithms), the CUDA-graph test, the runtime's and the simulator's.
 # perf      the CUDA perf_tests, JSON to $REPORT_DIR/perf_cuda.json ($PERF_ARGS added).
 # sanitize  compute-sanitizer memcheck on every CUDA unit test (all randomized differential cases) and
-#           the graph test; racecheck on the tests of $RACECHECK_FILTER and the graph test
+#           the graph and runtime tests; racecheck on the tests of $RACECHECK_FILTER, the graph and runtime tests
 #           ($SANITIZER_TIMEOUT per run).
 # python    the Python package: `pip install --no-build-isolation .` against the cuda Kokkos (PIC) with
 #           the node's python3 (nanobind, scikit-build-core, torch, pytest installed there), then
@@ -68,7 +68,7 @@ if has build; then
     || { tail -30 "$REPORT_DIR/configure.log"; say "FAILED: configure"; exit 1; }
   # The GPU's targets only: the host backends' tests run in CI.
   cmake --build "$BUILD" -j "$JOBS" --target kvcanary_unit_tests_cuda kvcanary_unit_tests_cuda_graph \
-        kvcanary-cli kvcanary_perf_cuda kvcanary_sim_tests_cuda > "$REPORT_DIR/build.log" 2>&1 \
+        kvcanary_runtime_tests_cuda kvcanary-cli kvcanary_perf_cuda kvcanary_sim_tests_cuda > "$REPORT_DIR/build.log" 2>&1 \
     || { grep -E "error|FAILED" "$REPORT_DIR/build.log" | head -30; say "FAILED: build"; exit 1; }
   say "build: Kokkos $((t1 - t0)) s, kvcanary + tests + perf $(( $(date +%s) - t1 )) s"
 fi
@@ -76,6 +76,7 @@ fi
 unit=$BUILD/unit_tests/kvcanary_unit_tests_cuda
 graph=$BUILD/unit_tests/cuda_graph/kvcanary_unit_tests_cuda_graph
 sim=$BUILD/unit_tests/sim/kvcanary_sim_tests_cuda
+runtime=$BUILD/unit_tests/runtime/kvcanary_runtime_tests_cuda
 
 gtest_line() {  # gtest_line NAME LOG RC
   local counts; counts=$(grep -E '^\[  (PASSED|FAILED)  \]|tests? ran' "$2" | tr '\n' ' ')
@@ -83,7 +84,7 @@ gtest_line() {  # gtest_line NAME LOG RC
 }
 
 if has test; then
-  for exe in "$unit" "$graph" "$sim"; do
+  for exe in "$unit" "$graph" "$runtime" "$sim"; do
     name=$(basename "$exe")
     "$exe" --gtest_output="xml:$REPORT_DIR/$name.xml" > "$REPORT_DIR/$name.log" 2>&1
     rc=$?; [ $rc -eq 0 ] || status=1
@@ -125,6 +126,8 @@ if has sanitize; then
   sanitize memcheck graph "$graph"
   sanitize racecheck unit "$unit" --gtest_filter="$RACE_FILTER"
   sanitize racecheck graph "$graph"
+  sanitize memcheck runtime "$runtime"
+  sanitize racecheck runtime "$runtime"
 fi
 
 if has python; then

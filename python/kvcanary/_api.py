@@ -305,14 +305,17 @@ def _targets(buffers, kernel_kind, real_kv, function: str):
 
 
 def verify(*, verify_plan: VerifyPlan, buffer, ring: ViolationRing, kernel_kind=KernelKind.HEAD_K_FULL,
-           check_expected_token: bool = True, real_kv: Optional[RealKv] = None, algorithm: str = "default",
+           check_expected_token: bool = True, check_slot_zero: bool = True, check_freed: bool = True,
+           real_kv: Optional[RealKv] = None, algorithm: str = "default",
            backend: Optional[str] = None, stream=None) -> None:
     """Check every entry of the plan against one canary buffer, or a list of up to 4 sharing the plan
-    (then kernel_kind and real_kv may be lists too); violations go to `ring` (SPEC-CANARY §5)."""
+    (then kernel_kind and real_kv may be lists too); violations go to `ring` (SPEC-CANARY §5).
+    check_slot_zero / check_freed are the v2 checks of SPEC-CANARY §11.3 / §11.2, on as in C++; turn
+    check_slot_zero off for an engine whose slot 0 holds real tokens (it is not a padding slot)."""
     _core.verify(_handle(verify_plan, VerifyPlan, "verify", "verify_plan"),
                  _targets(buffer, kernel_kind, real_kv, "verify"),
-                 _handle(ring, ViolationRing, "verify", "ring"), bool(check_expected_token), algorithm, backend,
-                 stream)
+                 _handle(ring, ViolationRing, "verify", "ring"), bool(check_expected_token),
+                 bool(check_slot_zero), bool(check_freed), algorithm, backend, stream)
 
 
 def write(*, write_plan: WritePlan, input_ids, positions, out_cache_loc, buffer, ring: ViolationRing,

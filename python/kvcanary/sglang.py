@@ -359,7 +359,8 @@ def launch_canary_verify_kernel(*, context: VerifyOrWriteContext, plan: VerifyPl
     vp = _verify_plan(plan)
     _run_with_count(shadow, context.violation_write_index, lambda: _api.verify(
         verify_plan=vp, buffer=buffer, ring=ring, kernel_kind=int(context.kernel_kind),
-        check_expected_token=bool(check_verify_expected_token), real_kv=real_kv))
+        check_expected_token=bool(check_verify_expected_token), real_kv=real_kv,
+        check_slot_zero=False, check_freed=False))  # the original's §5, without the v2 checks of §11
 
 
 def launch_canary_write_kernel(

@@ -401,6 +401,7 @@ void verify(const Place& place, const VerifyArgs& a) {
                                           real_kv_of<Mem>(t.real_kv)});
     VerifyOptions options;
     options.check_expected_token = a.check_expected_token;
+    options.checks = VerifyChecks{a.check_slot_zero, a.check_freed};
     options.algorithm = canary_algorithm(a.algorithm);
     kvcanary::verify(space, plan, targets, ring_of<Mem>(a.ring), options);
   });

@@ -101,6 +101,8 @@ struct VerifyArgs {
   std::vector<TargetArgs> targets;
   RingArgs ring;
   bool check_expected_token = true;
+  bool check_slot_zero = true;  // SPEC-CANARY §11.3
+  bool check_freed = true;      // SPEC-CANARY §11.2
   int algorithm = 0;  // 0 default, 1 portable, 2 cuda
 };
 

@@ -322,7 +322,7 @@ void py_plan(nb::handle req_pool_indices, nb::handle prefix_lens, nb::handle ext
 }
 
 void py_verify(const BoundVerifyPlan& vp, nb::list targets, const BoundRing& ring, bool check_expected_token,
-               const std::string& algorithm, nb::object backend, nb::object stream) {
+               bool check_slot_zero, bool check_freed, const std::string& algorithm, nb::object backend, nb::object stream) {
   constexpr const char* f = "verify";
   VerifyArgs a;
   a.plan = VerifyPlanArgs{as_vec<const std::int64_t>(vp.slot_indices), as_vec<const std::int64_t>(vp.expected_tokens),
@@ -334,6 +334,8 @@ void py_verify(const BoundVerifyPlan& vp, nb::list targets, const BoundRing& rin
   a.targets = target_args(f, vp.slot_indices, targets);
   a.ring = ring.args;
   a.check_expected_token = check_expected_token;
+  a.check_slot_zero = check_slot_zero;
+  a.check_freed = check_freed;
   a.algorithm = parse_algorithm(f, algorithm, false);
   const Place place = make_place(f, vp.slot_indices.location, backend, stream);
   if (place.cuda) {
@@ -482,8 +484,8 @@ NB_MODULE(_core, m) {
         "full_to_swa_index_mapping"_a.none(), "req_to_verify_expected_tokens"_a.none(),
         "req_to_verify_expected_tokens_valid_lens"_a.none(), "kv_token_id_vs_position_offset"_a, "algorithm"_a,
         "backend"_a.none(), "stream"_a.none());
-  m.def("verify", &py_verify, "verify_plan"_a, "targets"_a, "ring"_a, "check_expected_token"_a, "algorithm"_a,
-        "backend"_a.none(), "stream"_a.none());
+  m.def("verify", &py_verify, "verify_plan"_a, "targets"_a, "ring"_a, "check_expected_token"_a, "check_slot_zero"_a,
+        "check_freed"_a, "algorithm"_a, "backend"_a.none(), "stream"_a.none());
   m.def("write", &py_write, "write_plan"_a, "input_ids"_a.none(), "positions"_a.none(), "out_cache_loc"_a.none(),
         "expected_input_ids"_a.none(), "expected_positions"_a.none(), "chain_position_assert"_a.none(), "targets"_a,
         "ring"_a, "algorithm"_a, "backend"_a.none(), "stream"_a.none());

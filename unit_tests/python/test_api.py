@@ -143,7 +143,9 @@ def run_canary_case(case, backend):
         if command == "verify":
             vp = verify_plan_of(case["verify_plan"])
         kc.verify(verify_plan=vp, buffer=buf, ring=ring, kernel_kind=kind, real_kv=real_kv,
-                  check_expected_token=case.get("check_expected_token", True), backend=backend)
+                  check_expected_token=case.get("check_expected_token", True),
+                  check_slot_zero=case.get("check_slot_zero", False), check_freed=case.get("check_freed", False),
+                  backend=backend)
     if command in ("write", "step"):
         if command == "write":
             wp = write_plan_of(case["write_plan"])

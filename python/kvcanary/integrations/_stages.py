@@ -76,7 +76,8 @@ class StageGroup:
                       full_to_swa_index_mapping=self.lut, req_to_verify_expected_tokens=self.expected_tokens,
                       req_to_verify_expected_tokens_valid_lens=valid_lens, backend=self.backend)
         kvcanary.verify(verify_plan=self.verify_plan, buffer=self.buffers, ring=self.ring,
-                        kernel_kind=[self.kinds[0], self.kinds[1]], real_kv=self.real_kv, backend=self.backend)
+                        kernel_kind=[self.kinds[0], self.kinds[1]], real_kv=self.real_kv, backend=self.backend,
+                        check_slot_zero=False)  # transformers' slot 0 is block 0's first token, not padding
 
     def tail(self, *, input_ids, positions, out_cache_loc) -> None:
         """Stamp the step's tokens into both buffers, with the real-KV fingerprint of the bytes just written."""
