@@ -44,6 +44,12 @@ PlanShapes shapes_of(const Inputs& in, const Outputs& out) {
   s.verify_extents[3] = size(out.verify_prev_slot_indices);
   s.write_req_capacity = size(out.write_seed_slot_indices);
   s.write_offsets = size(out.write_offsets);
+  s.has_identities = in.req_identities.has_value();
+  if (s.has_identities) s.identities = size(*in.req_identities);
+  s.has_verify_identities = out.verify_identities.has_value();
+  if (s.has_verify_identities) s.verify_identities = size(*out.verify_identities);
+  s.has_write_identities = out.write_identities.has_value();
+  if (s.has_write_identities) s.write_identities = size(*out.write_identities);
   return s;
 }
 
@@ -136,6 +142,7 @@ void plan(const Inputs& in, Outputs& out) {
             token = (*in.req_to_verify_expected_tokens)[static_cast<std::size_t>(rp * in.pool_cols + s)];
         }
         out.verify_expected_tokens[i] = token;
+        if (in.req_identities) (*out.verify_identities)[i] = (*in.req_identities)[r];  // SPEC-CANARY §11.7
       }
     }
   }
@@ -155,6 +162,7 @@ void plan(const Inputs& in, Outputs& out) {
     const std::int64_t prefix = in.prefix_lens[r];
     const bool seeded = row.good_active && prefix > 0 && in.extend_seq_lens[r] > 0;
     out.write_seed_slot_indices[r] = seeded ? T(rtt(in.req_pool_indices[r], prefix - 1)) : -1;
+    if (in.req_identities) (*out.write_identities)[r] = (*in.req_identities)[r];  // SPEC-CANARY §11.7
   }
   out.write_num_valid_reqs = static_cast<std::int32_t>(bs);
   out.input_error_bits = error_bits;

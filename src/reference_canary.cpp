@@ -144,6 +144,9 @@ void write(const Outputs& plan, const StepTokens& tokens, KernelKind kernel_kind
   if (size_of(plan.write_offsets) != write_req_capacity + 1)
     Impl::throw_invalid_in(function, "write_offsets has ", size_of(plan.write_offsets),
                            " entries but write_seed_slot_indices has ", write_req_capacity, " (must be one more)");
+  if (plan.write_identities && size_of(*plan.write_identities) != write_req_capacity)
+    Impl::throw_invalid_in(function, "write_identities has ", size_of(*plan.write_identities),
+                           " entries but write_seed_slot_indices has ", write_req_capacity);
   Impl::check_kernel_kind(function, kernel_kind);
   check_real_kv(real_kv, num_slots, function);
   check_ring(function, ring);
@@ -179,13 +182,16 @@ std::int64_t write_request(const Outputs& plan, const StepTokens& tokens, Kernel
   if (first >= last) return 0;  // nothing at all, seed included
 
   const std::int64_t seed = at(plan.write_seed_slot_indices, r);
-  std::int64_t running = kAnchorHash;
+  // SPEC-CANARY §11.7: `running` is the link the next record stores, its predecessor's hash XOR the mask
+  // of the request's identity (0 without identities).
+  const std::int64_t mask = plan.write_identities ? Impl::identity_mask(at(*plan.write_identities, r)) : 0;
+  std::int64_t running = kAnchorHash ^ mask;
   bool position_assert = false;
   std::int64_t prev_pos = 0;
   if (seed >= num_slots) {
-    violation(seed, -1, -1, -1, kAnchorHash, -1, kOutOfRange);
+    violation(seed, -1, -1, -1, running, -1, kOutOfRange);
   } else if (seed >= 0) {
-    running = Impl::record_hash(seed_record.prev_hash, seed_record.token, seed_record.position);
+    running = Impl::record_hash(seed_record.prev_hash, seed_record.token, seed_record.position) ^ mask;
     position_assert = tokens.chain_position_assert != 0;
     if (position_assert) prev_pos = seed_record.position;
   }
@@ -217,7 +223,7 @@ std::int64_t write_request(const Outputs& plan, const StepTokens& tokens, Kernel
       prev_pos = pos;
     }
     store(slot, Record{token, pos, running, fold(real_kv, slot)});
-    running = Impl::record_hash(running, token, pos);
+    running = Impl::record_hash(running, token, pos) ^ mask;
     ++stored;
   }
   return stored;
@@ -243,6 +249,9 @@ void verify(const Outputs& plan, const CanaryBuffer& buffer, KernelKind kernel_k
     if (size_of(*arrays[k]) != verify_capacity)
       Impl::throw_invalid_in(function, names[k], " has ", size_of(*arrays[k]), " entries but verify_slot_indices has ",
                              verify_capacity, " (the four verify arrays must have one extent)");
+  if (plan.verify_identities && size_of(*plan.verify_identities) != verify_capacity)
+    Impl::throw_invalid_in(function, "verify_identities has ", size_of(*plan.verify_identities),
+                           " entries but verify_slot_indices has ", verify_capacity);
   Impl::check_kernel_kind(function, kernel_kind);
   check_real_kv(real_kv, num_slots, function);
   check_ring(function, ring);
@@ -269,7 +278,9 @@ void verify(const Outputs& plan, const CanaryBuffer& buffer, KernelKind kernel_k
     }
     const Record& stored = buffer[static_cast<std::size_t>(slot)];
     const bool prev_reachable = prev != 0;
-    const std::int64_t expected_chain = prev_reachable ? slot_hash(buffer, prev) : stored.prev_hash;
+    // SPEC-CANARY §11.7: the link the entry's identity writes is the predecessor's hash XOR its mask.
+    const std::int64_t mask = plan.verify_identities ? Impl::identity_mask((*plan.verify_identities)[entry]) : 0;
+    const std::int64_t expected_chain = prev_reachable ? slot_hash(buffer, prev) ^ mask : stored.prev_hash;
     std::int64_t bits = 0;
     if (prev_reachable && stored.prev_hash != expected_chain) bits |= kVerifyChainHash;
     if (checks.freed && stored.token == kFreedToken) {  // §11.2: the position and chain only; aux = the epoch

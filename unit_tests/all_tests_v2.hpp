@@ -2,3 +2,4 @@
 // of their own beside all_tests.hpp's, so that each compiles in half the time.
 #include "test_canary_v2_facts.hpp"
 #include "test_canary_v2_differential.hpp"
+#include "test_canary_v2_identity.hpp"

@@ -146,6 +146,15 @@ inline ::testing::AssertionResult same_plan(const Outputs& library, const Output
   detail::diff_scalar(diff, "write_num_valid_reqs", library.write_num_valid_reqs, reference.write_num_valid_reqs);
   detail::diff_scalar(diff, "input_error_bits", library.input_error_bits, reference.input_error_bits);
   detail::diff_scalar(diff, "first_bad_row", library.first_bad_row, reference.first_bad_row);
+  // SPEC-CANARY §11.7's identity arrays, when either plan holds them.
+  const auto diff_optional = [&](const char* name, const std::optional<Int64s>& l, const std::optional<Int64s>& r) {
+    if (l.has_value() != r.has_value())
+      diff << "\n  " << name << ": library " << (l ? "holds it" : "has none") << ", reference " << (r ? "holds it" : "has none");
+    else if (l)
+      detail::diff_array(diff, name, *l, *r);
+  };
+  diff_optional("verify_identities", library.verify_identities, reference.verify_identities);
+  diff_optional("write_identities", library.write_identities, reference.write_identities);
   if (diff.str().empty()) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure() << "library and reference plans differ:" << diff.str();
 }

@@ -45,6 +45,13 @@ KOKKOS_INLINE_FUNCTION constexpr std::int64_t record_hash(std::int64_t prev_hash
 }
 
 constexpr std::int64_t kAnchorHashInt64 = as_int64(kAnchorHash);  // -2414019407054260458
+
+// SPEC-CANARY §11.7: the mask a request's identity puts on every chain link it writes and verify
+// expects: splitmix64(id), 0 for identity 0 (so identity 0 is the original's format, byte for byte).
+KOKKOS_INLINE_FUNCTION constexpr std::int64_t identity_mask(std::int64_t identity) {
+  return as_int64(splitmix64(as_uint64(identity)));
+}
+static_assert(identity_mask(0) == 0, "SPEC-CANARY §11.7: identity 0 masks nothing");
 static_assert(kAnchorHashInt64 == -2414019407054260458LL, "SPEC-CANARY §2: anchor_hash as int64");
 
 }  // namespace Impl

@@ -19,7 +19,9 @@ struct DeviceVerifyPlan {
   using Array = Kokkos::View<const std::int64_t*, MemorySpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
   using Scalar = Kokkos::View<const std::int32_t, MemorySpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
   Array slots, expected_tokens, expected_positions, prev_slots;
+  Array identities;  // SPEC-CANARY §11.7: read only when has_identities
   Scalar num_valid, enable;
+  bool has_identities = false;
 
   DeviceVerifyPlan() = default;
   explicit DeviceVerifyPlan(const VerifyPlan<MemorySpace>& p)
@@ -28,7 +30,10 @@ struct DeviceVerifyPlan {
         expected_positions(p.verify_expected_positions),
         prev_slots(p.verify_prev_slot_indices),
         num_valid(p.verify_num_valid),
-        enable(p.enable) {}
+        enable(p.enable),
+        has_identities(p.verify_identities.has_value()) {
+    if (has_identities) identities = Array(p.verify_identities->data(), p.verify_identities->extent(0));
+  }
 
   KOKKOS_INLINE_FUNCTION std::int64_t capacity() const { return static_cast<std::int64_t>(slots.extent(0)); }
   // clamp(verify_num_valid, 0, verify_capacity) of SPEC-CANARY §5.
@@ -45,9 +50,10 @@ struct DeviceVerifyTarget {
   std::int64_t kernel_kind = 0;
 };
 
-// One plan entry (SPEC-CANARY §5 step 3), the expected token already -1 when the check is off.
+// One plan entry (SPEC-CANARY §5 step 3), the expected token already -1 when the check is off, and the
+// mask of its request's identity (SPEC-CANARY §11.7; 0 without identities).
 struct VerifyEntry {
-  std::int64_t slot, expected_position, prev, expected_token;
+  std::int64_t slot, expected_position, prev, expected_token, mask;
 };
 
 // Steps 3-4 of SPEC-CANARY §5 for one entry and one buffer, with the checks of §11.2-§11.3.
@@ -70,7 +76,8 @@ KOKKOS_INLINE_FUNCTION void verify_entry(const DeviceVerifyTarget<MemorySpace>& 
   const std::int64_t prev_hash = t.buffer.field(e.slot, kPrevHash);
   const std::int64_t real_kv_hash = t.buffer.field(e.slot, kRealKvHash);
   const bool prev_reachable = e.prev != 0;
-  const std::int64_t expected_chain = prev_reachable ? t.buffer.slot_hash(e.prev) : prev_hash;
+  // §11.7: the link a request of this identity writes is its predecessor's hash XOR its mask.
+  const std::int64_t expected_chain = prev_reachable ? (t.buffer.slot_hash(e.prev) ^ e.mask) : prev_hash;
   if (checks.freed && token == kFreedToken) {  // §11.2: the token is a marker, the fingerprint field the epoch
     const std::int64_t freed_bits = kVerifyFreed | (prev_reachable && prev_hash != expected_chain ? kVerifyChainHash : 0) |
                                     (position != e.expected_position ? kVerifyPosition : 0);
@@ -99,10 +106,12 @@ struct VerifyFunctor {
     // Every read of the plan at once, before any branch on what they hold: the scalars and the entry
     // (i < capacity: in bounds, whatever the scalars say) cost one memory latency, not three.
     const std::int32_t enable = plan.enable(), num_valid = plan.num_valid();
-    VerifyEntry e{0, 0, 0, -1};
+    VerifyEntry e{0, 0, 0, -1, 0};
     if (i < plan.capacity())
       e = VerifyEntry{plan.slots(i), plan.expected_positions(i), plan.prev_slots(i),
-                      check_expected_token ? plan.expected_tokens(i) : -1};
+                      check_expected_token ? plan.expected_tokens(i) : -1, 0};
+    // A uniform branch: a plan without identities reads nothing more and its mask stays 0.
+    if (plan.has_identities && i < plan.capacity()) e.mask = identity_mask(plan.identities(i));
     if (enable == 0) {
       if (i == 0) ring.add_runs(0, num_targets);
       return;

@@ -87,15 +87,18 @@ struct SplitMultiply {
 
 // The chain over one chunk. Every lane runs it; `before` gets the state before token `lane`.
 // kAllStored: the chunk holds 32 tokens and all are stored (the prefill case), so no select is needed.
-template <bool kAllStored, class Hash>
+// kMasked: every link XOR `mask` (SPEC-CANARY §11.7), a request with an identity; without one the walk is
+// the original's instruction for instruction.
+template <bool kAllStored, bool kMasked, class Hash>
 __device__ __forceinline__ void walk_chunk(const ChainInput* stage, unsigned stored_mask, int count, int lane,
-                                           ChainState& chain, ChainState& before) {
+                                           std::int64_t mask, ChainState& chain, ChainState& before) {
   if (kAllStored) {
 #pragma unroll
     for (int j = 0; j < kLanes; ++j) {
       const ChainInput t = stage[j];
       if (j == lane) before = chain;
       chain.running = Hash::record_hash(chain.running, t.token, t.position);
+      if constexpr (kMasked) chain.running ^= mask;
       chain.prev_position = as_uint64(t.position);
     }
   } else {
@@ -104,6 +107,7 @@ __device__ __forceinline__ void walk_chunk(const ChainInput* stage, unsigned sto
       if (j == lane) before = chain;
       if ((stored_mask >> j) & 1u) {
         chain.running = Hash::record_hash(chain.running, t.token, t.position);
+        if constexpr (kMasked) chain.running ^= mask;
         chain.prev_position = as_uint64(t.position);
       }
     }
@@ -157,10 +161,17 @@ __device__ std::int64_t write_request(const Functor& f, ChainInput* stage, int l
       const std::int64_t n = f.targets[t].buffer.num_slots;
       stored_mask[t] = __ballot_sync(kAllLanes, lane < count && mine.slot >= 0 && mine.slot < n);
       before[t] = c.chain[t];
-      if (stored_mask[t] == kAllLanes)
-        walk_chunk<true, Hash>(stage, stored_mask[t], count, lane, c.chain[t], before[t]);
-      else
-        walk_chunk<false, Hash>(stage, stored_mask[t], count, lane, c.chain[t], before[t]);
+      // Uniform branches (a warp is one request): the mask's walk only for a request with an identity.
+      if (q.mask != 0) {
+        if (stored_mask[t] == kAllLanes)
+          walk_chunk<true, true, Hash>(stage, stored_mask[t], count, lane, q.mask, c.chain[t], before[t]);
+        else
+          walk_chunk<false, true, Hash>(stage, stored_mask[t], count, lane, q.mask, c.chain[t], before[t]);
+      } else if (stored_mask[t] == kAllLanes) {
+        walk_chunk<true, false, Hash>(stage, stored_mask[t], count, lane, 0, c.chain[t], before[t]);
+      } else {
+        walk_chunk<false, false, Hash>(stage, stored_mask[t], count, lane, 0, c.chain[t], before[t]);
+      }
     }
     // A later token of the chunk that stores into my slot: its record is the one kept.
     const unsigned later_lanes = lane == kLanes - 1 ? 0u : kAllLanes << (lane + 1);

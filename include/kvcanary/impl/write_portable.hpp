@@ -25,11 +25,18 @@ template <class MemorySpace>
 struct DeviceWritePlan {
   using Array = Kokkos::View<const std::int64_t*, MemorySpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
   Array offsets, seeds;
+  Array identities;  // SPEC-CANARY §11.7: read only when has_identities
   Kokkos::View<const std::int32_t, MemorySpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> num_valid_reqs;
+  bool has_identities = false;
 
   DeviceWritePlan() = default;
   explicit DeviceWritePlan(const WritePlan<MemorySpace>& p)
-      : offsets(p.write_offsets), seeds(p.write_seed_slot_indices), num_valid_reqs(p.write_num_valid_reqs) {}
+      : offsets(p.write_offsets),
+        seeds(p.write_seed_slot_indices),
+        num_valid_reqs(p.write_num_valid_reqs),
+        has_identities(p.write_identities.has_value()) {
+    if (has_identities) identities = Array(p.write_identities->data(), p.write_identities->extent(0));
+  }
 
   KOKKOS_INLINE_FUNCTION std::int64_t capacity() const { return static_cast<std::int64_t>(seeds.extent(0)); }
   // clamp(write_num_valid_reqs, 0, write_req_capacity) of SPEC-CANARY §4.
@@ -76,10 +83,11 @@ struct ChainState {
   std::int64_t stored = 0;
 };
 
-// One request of the WritePlan as the kernels read it: its token range [begin, end), its seed, whether
-// the chain-position assert is on, and whether the request is among the first write_num_valid_reqs.
+// One request of the WritePlan as the kernels read it: its token range [begin, end), its seed, the mask
+// of its identity (SPEC-CANARY §11.7, 0 without), whether the chain-position assert is on, and whether
+// the request is among the first write_num_valid_reqs.
 struct WriteRequest {
-  std::int64_t begin = 0, end = 0, seed = -1;
+  std::int64_t begin = 0, end = 0, seed = -1, mask = 0;
   bool position_assert_on = false, active = false;
 };
 
@@ -150,7 +158,9 @@ struct WriteFunctor {
     const std::int32_t num_valid = plan.num_valid_reqs();
     const std::int64_t begin = plan.offsets(r), end = plan.offsets(r + 1), seed = plan.seeds(r);
     const std::int32_t position_assert_on = tokens.chain_position_assert();
-    return WriteRequest{begin, end, seed, position_assert_on != 0, r < plan.requests(num_valid)};
+    // A uniform branch: a plan without identities reads nothing more and its mask stays 0.
+    const std::int64_t mask = plan.has_identities ? identity_mask(plan.identities(r)) : 0;
+    return WriteRequest{begin, end, seed, mask, position_assert_on != 0, r < plan.requests(num_valid)};
   }
 
   // The tokens a request can read: [begin, min(end, num_tokens)).
@@ -159,16 +169,18 @@ struct WriteFunctor {
   }
 
   // A request's chain before its first token in target t (SPEC-CANARY §4): the seed record's hash and
-  // position, anchor_hash without a seed; a seed past the buffer gives one OUT_OF_RANGE row (by lane 0).
+  // position, anchor_hash without a seed, either XOR the request's mask (§11.7: `running` is the link the
+  // next record stores); a seed past the buffer gives one OUT_OF_RANGE row (by lane 0).
   KOKKOS_INLINE_FUNCTION RequestStart start_request(const WriteRequest& q, int t, int lane) const {
     const DeviceBuffer<MemorySpace>& buffer = targets[t].buffer;
     RequestStart start;
+    start.chain.running = kAnchorHashInt64 ^ q.mask;
     if (q.seed >= buffer.num_slots) {
-      if (lane == 0) ring.push(targets[t].kind, q.seed, -1, -1, -1, kAnchorHashInt64, -1, kOutOfRange);
+      if (lane == 0) ring.push(targets[t].kind, q.seed, -1, -1, -1, start.chain.running, -1, kOutOfRange);
     } else if (q.seed >= 0) {
       const std::int64_t seed_prev = buffer.field(q.seed, kPrevHash), seed_token = buffer.field(q.seed, kToken);
       const std::int64_t seed_position = buffer.field(q.seed, kPosition);
-      start.chain.running = record_hash(seed_prev, seed_token, seed_position);
+      start.chain.running = record_hash(seed_prev, seed_token, seed_position) ^ q.mask;
       start.chain.prev_position = as_uint64(seed_position);
       start.position_assert = q.position_assert_on;
     }
@@ -263,7 +275,11 @@ struct WriteFunctor {
           continue;
         }
         before[t] = c.chain[t];
-        overwritten = walk_chunk(base, count, lane, mine.slot, targets[t].buffer.num_slots, c.chain[t], before[t]);
+        // A uniform branch per request: without an identity the walk is the original's, XOR and all gone.
+        overwritten = q.mask != 0 ? walk_chunk<true>(base, count, lane, mine.slot, targets[t].buffer.num_slots,
+                                                     q.mask, c.chain[t], before[t])
+                                  : walk_chunk<false>(base, count, lane, mine.slot, targets[t].buffer.num_slots,
+                                                      0, c.chain[t], before[t]);
       }
       if (lane < count)
         for (int t = 0; t < kTargets; ++t)
@@ -279,8 +295,10 @@ struct WriteFunctor {
 
   // The chain over the chunk's `count` tokens from `base` for a buffer of n slots; `before` gets the
   // state before token `lane`. Returns whether a later token of the chunk targets `my_slot`.
+  // kMasked: every link XOR `mask` (SPEC-CANARY §11.7), a request with an identity.
+  template <bool kMasked>
   KOKKOS_INLINE_FUNCTION bool walk_chunk(std::int64_t base, std::int64_t count, int lane, std::int64_t my_slot,
-                                         std::int64_t n, ChainState& chain, ChainState& before) const {
+                                         std::int64_t n, std::int64_t mask, ChainState& chain, ChainState& before) const {
     bool overwritten = false;
     // The walk loads token j + 1 before it hashes token j, so the load hides behind the chain.
     WriteToken ahead = token_at(base);
@@ -291,6 +309,7 @@ struct WriteFunctor {
       overwritten = overwritten || (j > lane && t.slot == my_slot);
       if (t.slot < 0 || t.slot >= n) continue;
       chain.running = record_hash(chain.running, t.token, t.position);
+      if constexpr (kMasked) chain.running ^= mask;
       chain.prev_position = as_uint64(t.position);
       ++chain.stored;
     }

@@ -10,12 +10,15 @@
 //   or any later work ordered on `space`.
 // * Inside it: no allocation, no host-device copy, no fence, so it can be captured in a CUDA graph
 //   and replayed with the inputs refilled in place (up to the shapes, which a graph fixes).
+// * With inputs.req_identities (SPEC-CANARY §11.7; the plans then hold identity arrays), one more
+//   launch copies each row's identity into its entries and its request (two on CUDA's fused paths).
 // * validate() runs first: a call that breaks a host-side rule throws std::invalid_argument before
 //   any output is touched. Problems in the data itself are reported in `status`, on the device.
 
 #include <kvcanary/impl/backend.hpp>
 #include <kvcanary/impl/device_outputs.hpp>
 #include <kvcanary/impl/entries_portable.hpp>
+#include <kvcanary/impl/identities.hpp>
 #include <kvcanary/impl/offsets.hpp>
 #include <kvcanary/impl/row_rules.hpp>
 #include <kvcanary/stages/plan_types.hpp>
@@ -59,6 +62,9 @@ void plan(const ExecutionSpace& space, const PlanInputs<MemorySpace>& inputs,
     Impl::launch_entries_portable(space, in, out, batch_size);
     Kokkos::Profiling::popRegion();
   }
+  // SPEC-CANARY §11.7: only a call with identities launches anything more.
+  if (inputs.req_identities)
+    Impl::launch_identities(space, inputs, verify_plan, write_plan, in, out, batch_size, !done);
   Kokkos::Profiling::popRegion();
 }
 

@@ -32,6 +32,9 @@ struct PlanShapes {
   std::int64_t write_req_capacity = 0;                                     // extent of write_seed_slot_indices
   std::int64_t write_offsets = 1;                                          // extent of write_offsets
   std::int64_t max_batch_size = std::numeric_limits<std::int64_t>::max();  // of the workspace
+  // SPEC-CANARY §11.7: req_identities (an input) and the plan's verify_identities / write_identities.
+  bool has_identities = false, has_verify_identities = false, has_write_identities = false;
+  std::int64_t identities = 0, verify_identities = 0, write_identities = 0;
 };
 
 namespace Impl {
@@ -115,6 +118,20 @@ inline void check_plan_shapes(const PlanShapes& s) {
   if (bs > 0 && s.req_to_token_cols > std::numeric_limits<std::int64_t>::max() / bs)
     throw_invalid("the batch has ", bs, " rows and req_to_token ", s.req_to_token_cols,
                   " columns: the verify total could overflow int64");
+  // SPEC-CANARY §11.7: identities flow from req_identities into both plans, or not at all.
+  if (s.has_identities && s.identities != bs)
+    throw_invalid("req_identities has ", s.identities, " entries but req_pool_indices has ", bs);
+  if (s.has_identities != s.has_verify_identities || s.has_identities != s.has_write_identities)
+    throw_invalid(s.has_identities ? "req_identities is given but the plans hold no "
+                                   : "req_identities is missing but the plans hold ",
+                  s.has_verify_identities != s.has_identities ? "verify_identities" : "write_identities",
+                  " (a plan allocated with identities takes them every step, and only such a plan does)");
+  if (s.has_verify_identities && s.verify_identities != s.verify_extents[0])
+    throw_invalid("verify_identities has ", s.verify_identities, " entries but verify_slot_indices has ",
+                  s.verify_extents[0]);
+  if (s.has_write_identities && s.write_identities != s.write_req_capacity)
+    throw_invalid("write_identities has ", s.write_identities, " entries but write_seed_slot_indices has ",
+                  s.write_req_capacity);
 }
 
 }  // namespace kvcanary

@@ -59,6 +59,9 @@ struct PlanInputs {
   std::optional<Matrix<std::int32_t>> req_to_verify_expected_tokens;             // pool, [rows, cols]
   std::optional<Vector<std::int64_t>> req_to_verify_expected_tokens_valid_lens;  // [bs]
   int kv_token_id_vs_position_offset = 0;                                        // 0 target pools, +1 draft pools
+  // SPEC-CANARY §11.7: a 64-bit identity per batch row (LoRA adapter, cache salt, multimodal hash; 0 = none),
+  // copied into the plans' verify_identities / write_identities. Given exactly when the plans hold them.
+  std::optional<Vector<std::int64_t>> req_identities;                            // [bs]
 
   std::int64_t batch_size() const { return static_cast<std::int64_t>(req_pool_indices.extent(0)); }
 };
@@ -91,6 +94,8 @@ struct VerifyPlan {
   Kokkos::View<std::int64_t*, MemorySpace> verify_prev_slot_indices;
   Kokkos::View<std::int32_t, MemorySpace> verify_num_valid;
   Kokkos::View<std::int32_t, MemorySpace> enable;
+  // SPEC-CANARY §11.7, optional: the identity of each entry's request (allocate_verify_plan(..., true)).
+  std::optional<Kokkos::View<std::int64_t*, MemorySpace>> verify_identities;
 
   std::int64_t capacity() const { return static_cast<std::int64_t>(verify_slot_indices.extent(0)); }
 };
@@ -102,6 +107,8 @@ struct WritePlan {
   Kokkos::View<std::int64_t*, MemorySpace> write_offsets;
   Kokkos::View<std::int64_t*, MemorySpace> write_seed_slot_indices;
   Kokkos::View<std::int32_t, MemorySpace> write_num_valid_reqs;
+  // SPEC-CANARY §11.7, optional: the identity of each request (allocate_write_plan(..., true)).
+  std::optional<Kokkos::View<std::int64_t*, MemorySpace>> write_identities;
 
   std::int64_t capacity() const { return static_cast<std::int64_t>(write_seed_slot_indices.extent(0)); }
 };
@@ -146,7 +153,8 @@ ViewType allocate_zeroed(const ExecutionSpace& space, const std::string& label, 
 }  // namespace Impl
 
 template <class ExecutionSpace, class MemorySpace = typename ExecutionSpace::memory_space>
-VerifyPlan<MemorySpace> allocate_verify_plan(const ExecutionSpace& space, std::int64_t verify_capacity) {
+VerifyPlan<MemorySpace> allocate_verify_plan(const ExecutionSpace& space, std::int64_t verify_capacity,
+                                             bool with_identities = false) {
   using Array = Kokkos::View<std::int64_t*, MemorySpace>;
   using Scalar = Kokkos::View<std::int32_t, MemorySpace>;
   const std::size_t n = Impl::allocation_size("allocate_verify_plan", "verify_capacity", verify_capacity);
@@ -157,11 +165,13 @@ VerifyPlan<MemorySpace> allocate_verify_plan(const ExecutionSpace& space, std::i
   plan.verify_prev_slot_indices = Impl::allocate_zeroed<Array>(space, "kvcanary::verify_prev_slot_indices", n);
   plan.verify_num_valid = Impl::allocate_zeroed<Scalar>(space, "kvcanary::verify_num_valid");
   plan.enable = Impl::allocate_zeroed<Scalar>(space, "kvcanary::enable");
+  if (with_identities) plan.verify_identities = Impl::allocate_zeroed<Array>(space, "kvcanary::verify_identities", n);
   return plan;
 }
 
 template <class ExecutionSpace, class MemorySpace = typename ExecutionSpace::memory_space>
-WritePlan<MemorySpace> allocate_write_plan(const ExecutionSpace& space, std::int64_t write_req_capacity) {
+WritePlan<MemorySpace> allocate_write_plan(const ExecutionSpace& space, std::int64_t write_req_capacity,
+                                           bool with_identities = false) {
   using Array = Kokkos::View<std::int64_t*, MemorySpace>;
   const std::size_t n = Impl::allocation_size("allocate_write_plan", "write_req_capacity", write_req_capacity);
   WritePlan<MemorySpace> plan;
@@ -169,6 +179,7 @@ WritePlan<MemorySpace> allocate_write_plan(const ExecutionSpace& space, std::int
   plan.write_seed_slot_indices = Impl::allocate_zeroed<Array>(space, "kvcanary::write_seed_slot_indices", n);
   plan.write_num_valid_reqs =
       Impl::allocate_zeroed<Kokkos::View<std::int32_t, MemorySpace>>(space, "kvcanary::write_num_valid_reqs");
+  if (with_identities) plan.write_identities = Impl::allocate_zeroed<Array>(space, "kvcanary::write_identities", n);
   return plan;
 }
 

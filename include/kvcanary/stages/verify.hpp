@@ -21,6 +21,8 @@
 //   docs/cli-limits.md).
 // * options.checks (SPEC-CANARY §11, on by default): a plan entry of slot 0 gives a VERIFY_SLOT_ZERO row
 //   (256), a FREED record read gives VERIFY_FREED (128); VerifyChecks::v1() is §5 exactly.
+// * A plan with verify_identities (SPEC-CANARY §11.7) expects each entry's chain link masked by its
+//   request's identity: a record another identity wrote fails the chain check (bit 1).
 
 #include <kvcanary/stages/canary_types.hpp>
 #include <kvcanary/stages/canary_validate.hpp>
@@ -55,6 +57,9 @@ void verify_targets(const ExecutionSpace& space, const VerifyPlan<MemorySpace>& 
   if (extent_of(verify_plan.verify_expected_tokens) != capacity || extent_of(verify_plan.verify_expected_positions) != capacity ||
       extent_of(verify_plan.verify_prev_slot_indices) != capacity)
     throw_invalid_in(kWhere, "the four verify arrays must have one extent (verify_slot_indices has ", capacity, ")");
+  if (verify_plan.verify_identities && extent_of(*verify_plan.verify_identities) != capacity)
+    throw_invalid_in(kWhere, "verify_identities has ", extent_of(*verify_plan.verify_identities),
+                     " entries but verify_slot_indices has ", capacity);
   if (verify_plan.verify_num_valid.data() == nullptr || verify_plan.enable.data() == nullptr)
     throw_invalid_in(kWhere, "verify_num_valid or enable is not allocated");
   if (targets.size() == 0 || targets.size() > static_cast<std::size_t>(kMaxVerifyTargets))

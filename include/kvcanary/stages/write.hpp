@@ -20,6 +20,8 @@
 //   are walked as often as they are covered (write_offsets = [0, N, 0, N, ...] walks C/2 x N tokens for
 //   C requests, hours for C = 2e6, N = 1e6), so bound such inputs before the call (the CLI does:
 //   docs/cli-limits.md).
+// * A plan with write_identities (SPEC-CANARY §11.7) masks every chain link a request stores with its
+//   identity's mask; identity 0 (and a plan without identities) stores the original's records.
 
 #include <kvcanary/stages/canary_types.hpp>
 #include <kvcanary/stages/canary_validate.hpp>
@@ -92,6 +94,9 @@ WriteFunctor<ExecutionSpace, MemorySpace, Index, kTargets> checked_write_functor
     throw_invalid_in(kWhere, "write_offsets has ", extent_of(write_plan.write_offsets),
                      " entries, must be write_req_capacity + 1 (write_seed_slot_indices has ", write_plan.capacity(), ")");
   if (write_plan.write_num_valid_reqs.data() == nullptr) throw_invalid_in(kWhere, "write_num_valid_reqs is not allocated");
+  if (write_plan.write_identities && extent_of(*write_plan.write_identities) != write_plan.capacity())
+    throw_invalid_in(kWhere, "write_identities has ", extent_of(*write_plan.write_identities),
+                     " entries but write_seed_slot_indices has ", write_plan.capacity());
   if (targets.size() == 0 || targets.size() > static_cast<std::size_t>(kMaxWriteTargets))
     throw_invalid_in(kWhere, "got ", targets.size(), " canary buffers, must be 1 to ", kMaxWriteTargets);
   if (targets.size() > static_cast<std::size_t>(kTargets))

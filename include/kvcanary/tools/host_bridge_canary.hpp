@@ -147,7 +147,10 @@ VerifyPlan<MemorySpace> upload_verify_plan(const ExecutionSpace& space, const re
   same("verify_expected_tokens", host.verify_expected_tokens);
   same("verify_expected_positions", host.verify_expected_positions);
   same("verify_prev_slot_indices", host.verify_prev_slot_indices);
-  VerifyPlan<MemorySpace> plan = allocate_verify_plan(space, static_cast<std::int64_t>(host.verify_slot_indices.size()));
+  if (host.verify_identities) same("verify_identities", *host.verify_identities);
+  VerifyPlan<MemorySpace> plan = allocate_verify_plan(space, static_cast<std::int64_t>(host.verify_slot_indices.size()),
+                                                      host.verify_identities.has_value());
+  if (host.verify_identities) Impl::copy_into(space, *plan.verify_identities, *host.verify_identities);
   Impl::copy_into(space, plan.verify_slot_indices, host.verify_slot_indices);
   Impl::copy_into(space, plan.verify_expected_tokens, host.verify_expected_tokens);
   Impl::copy_into(space, plan.verify_expected_positions, host.verify_expected_positions);
@@ -165,6 +168,9 @@ WritePlan<MemorySpace> upload_write_plan(const ExecutionSpace& space, const refe
       Impl::upload<std::int64_t, MemorySpace>(space, "kvcanary::write_seed_slot_indices", host.write_seed_slot_indices);
   plan.write_num_valid_reqs = Kokkos::View<std::int32_t, MemorySpace>(Kokkos::view_alloc(space, "kvcanary::write_num_valid_reqs"));
   Impl::copy_scalar_into(space, plan.write_num_valid_reqs, host.write_num_valid_reqs);
+  if (host.write_identities)
+    plan.write_identities =
+        Impl::upload<std::int64_t, MemorySpace>(space, "kvcanary::write_identities", *host.write_identities);
   return plan;
 }
 

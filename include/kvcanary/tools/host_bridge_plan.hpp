@@ -92,6 +92,8 @@ PlanInputs<MemorySpace> upload_inputs(const ExecutionSpace& space, const referen
   if (host.req_to_verify_expected_tokens_valid_lens)
     in.req_to_verify_expected_tokens_valid_lens = upload<std::int64_t, MemorySpace>(
         space, "kvcanary::req_to_verify_expected_tokens_valid_lens", *host.req_to_verify_expected_tokens_valid_lens);
+  if (host.req_identities)
+    in.req_identities = upload<std::int64_t, MemorySpace>(space, "kvcanary::req_identities", *host.req_identities);
   return in;
 }
 
@@ -111,6 +113,13 @@ void upload_outputs(const ExecutionSpace& space, const reference::Outputs& host,
   same("verify_prev_slot_indices", host.verify_prev_slot_indices, v.verify_prev_slot_indices);
   same("write_offsets", host.write_offsets, w.write_offsets);
   same("write_seed_slot_indices", host.write_seed_slot_indices, w.write_seed_slot_indices);
+  if (host.verify_identities.has_value() != v.verify_identities.has_value() ||
+      host.write_identities.has_value() != w.write_identities.has_value())
+    Impl::throw_invalid_in("upload_outputs", "the host and device plans disagree on holding identities");
+  if (host.verify_identities) same("verify_identities", *host.verify_identities, *v.verify_identities);
+  if (host.write_identities) same("write_identities", *host.write_identities, *w.write_identities);
+  if (host.verify_identities) copy_into(space, *v.verify_identities, *host.verify_identities);
+  if (host.write_identities) copy_into(space, *w.write_identities, *host.write_identities);
   copy_into(space, v.verify_slot_indices, host.verify_slot_indices);
   copy_into(space, v.verify_expected_tokens, host.verify_expected_tokens);
   copy_into(space, v.verify_expected_positions, host.verify_expected_positions);
@@ -141,6 +150,14 @@ void download_outputs(const ExecutionSpace& space, const VerifyPlan<MemorySpace>
   copy_scalar_out(space, w.write_num_valid_reqs, host.write_num_valid_reqs);
   copy_scalar_out(space, s.input_error_bits, host.input_error_bits);
   copy_scalar_out(space, s.first_bad_row, host.first_bad_row);
+  if (v.verify_identities) {
+    host.verify_identities.emplace();
+    copy_out(space, *v.verify_identities, *host.verify_identities);
+  }
+  if (w.write_identities) {
+    host.write_identities.emplace();
+    copy_out(space, *w.write_identities, *host.write_identities);
+  }
   space.fence();
 }
 
@@ -155,8 +172,9 @@ void plan_host_data(const ExecutionSpace& space, const reference::Inputs& inputs
   reference::check_flat_sizes(inputs);  // before anything is read for the upload
   const auto n = static_cast<std::int64_t>(outputs.verify_slot_indices.size());
   const auto w = static_cast<std::int64_t>(outputs.write_seed_slot_indices.size());
-  VerifyPlan<MemorySpace> verify_plan = allocate_verify_plan(space, n);
-  WritePlan<MemorySpace> write_plan = allocate_write_plan(space, w);  // write_offsets: w + 1, checked above
+  VerifyPlan<MemorySpace> verify_plan = allocate_verify_plan(space, n, outputs.verify_identities.has_value());
+  // write_offsets: w + 1, checked above
+  WritePlan<MemorySpace> write_plan = allocate_write_plan(space, w, outputs.write_identities.has_value());
   PlanStatus<MemorySpace> status = allocate_plan_status(space);
   PlanWorkspace<MemorySpace> workspace =
       allocate_plan_workspace(space, static_cast<std::int64_t>(inputs.req_pool_indices.size()));

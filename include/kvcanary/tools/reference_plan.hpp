@@ -28,6 +28,7 @@ struct Inputs {
   std::int64_t pool_cols = 0;
   std::optional<std::vector<std::int64_t>> req_to_verify_expected_tokens_valid_lens;
   int kv_token_id_vs_position_offset = 0;
+  std::optional<std::vector<std::int64_t>> req_identities;  // [bs], SPEC-CANARY §11.7
 };
 
 struct Outputs {
@@ -42,6 +43,9 @@ struct Outputs {
   std::int32_t write_num_valid_reqs = 0;
   std::int32_t input_error_bits = 0;
   std::int32_t first_bad_row = 0;
+  // SPEC-CANARY §11.7: present exactly when the inputs' req_identities is.
+  std::optional<std::vector<std::int64_t>> verify_identities;  // [verify_capacity]
+  std::optional<std::vector<std::int64_t>> write_identities;   // [write_req_capacity]
 };
 
 // Outputs of the given capacities with every element (scalars too) set to `fill`.
