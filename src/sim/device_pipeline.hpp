@@ -86,6 +86,10 @@ class DevicePipeline {
     prefix_lens_ = alloc("prefix_lens", shape.max_batch);
     extend_seq_lens_ = alloc("extend_seq_lens", shape.max_batch);
     valid_lens_ = alloc("valid_lens", shape.max_batch);
+    if (shape.identities) {  // SPEC-CANARY §11.7, only in runs that inject the cross_identity fault
+      identities_ = alloc("identities", shape.max_batch);
+      sweep_identities_ = alloc("sweep_identities", shape.max_cache_entries);
+    }
     sweep_pool_indices_ = alloc("sweep_pool_indices", shape.max_cache_entries);
     sweep_prefix_lens_ = alloc("sweep_prefix_lens", shape.max_cache_entries);
     sweep_valid_lens_ = alloc("sweep_valid_lens", shape.max_cache_entries);
@@ -130,6 +134,7 @@ class DevicePipeline {
     config.swa_group = shape.swa_window > 0;
     config.swa_window = shape.swa_window;
     config.draft_group = shape.draft_group;
+    config.request_identities = shape.identities;
     config.dimensions.pool_slots = shape.num_slots;
     config.dimensions.max_running_requests = shape.rows;
     config.dimensions.max_context_len = shape.cols;
@@ -170,6 +175,7 @@ class DevicePipeline {
     copy(prefix_lens_, data.prefix_lens.data(), bs);
     copy(extend_seq_lens_, data.extend_seq_lens.data(), bs);
     copy(valid_lens_, data.valid_lens.data(), bs);
+    if (shape_.identities) copy(identities_, data.identities.data(), bs);
     for (int g = 0; g < kGroups; ++g) {
       if (!group_on(g)) continue;
       const GroupTokens& t = data.tokens[g];
@@ -188,6 +194,7 @@ class DevicePipeline {
       copy(sweep_pool_indices_, data.sweep_pool_indices.data(), n);
       copy(sweep_prefix_lens_, data.sweep_prefix_lens.data(), n);
       copy(sweep_valid_lens_, data.sweep_valid_lens.data(), n);
+      if (shape_.identities) copy(sweep_identities_, data.sweep_identities.data(), n);
     }
   }
 
@@ -251,6 +258,8 @@ class DevicePipeline {
     cached.pool_rows = Kokkos::subview(sweep_pool_indices_, std::make_pair(std::size_t(0), n));
     cached.lengths = Kokkos::subview(sweep_prefix_lens_, std::make_pair(std::size_t(0), n));
     cached.expected_tokens_valid_lens = EngineVector<Memory>(Kokkos::subview(sweep_valid_lens_, std::make_pair(std::size_t(0), n)));
+    if (shape_.identities)
+      cached.identities = EngineVector<Memory>(Kokkos::subview(sweep_identities_, std::make_pair(std::size_t(0), n)));
     canary_->sweep(cached);
     // The padding slot's bytes (SPEC-CANARY §11.5), with the sweep.
     check_padding_slot(space_, real_k_, padding_fold_of_zeros(real_k_), v2_ring(GroupKind::Target), KernelKind::SWEEP_K_FULL);
@@ -311,6 +320,7 @@ class DevicePipeline {
     batch.prefix_lens = Kokkos::subview(prefix_lens_, rows);
     batch.extend_seq_lens = Kokkos::subview(extend_seq_lens_, rows);
     batch.expected_tokens_valid_lens = EngineVector<Memory>(Kokkos::subview(valid_lens_, rows));
+    if (shape_.identities) batch.identities = EngineVector<Memory>(Kokkos::subview(identities_, rows));
     const auto tokens = [&](int g) {
       const GroupTokenViews& t = tokens_[g];
       return ForwardTokens<Memory>{t.input_ids, t.positions, t.out_cache_loc, EngineVector<Memory>(t.expected_input_ids),
@@ -391,6 +401,7 @@ class DevicePipeline {
   EngineShape shape_;
   SimulationOptions options_;
   Vector<std::int64_t> req_pool_indices_, prefix_lens_, extend_seq_lens_, valid_lens_, lut_, freed_, kv_indptr_, kv_indices_;
+  Vector<std::int64_t> identities_, sweep_identities_;  // SPEC-CANARY §11.7 (shape_.identities)
   Kokkos::View<std::int64_t, Memory> epoch_, v2_kernel_runs_, v2_slot_runs_;
   RealKv<Memory> real_k_, real_v_;
   Vector<std::int64_t> sweep_pool_indices_, sweep_prefix_lens_, sweep_valid_lens_;

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <stdexcept>
 
 namespace kvcanary {
@@ -56,6 +57,7 @@ EngineShape engine_shape(const SimulationOptions& o) {
   s.sweep_verify_capacity = s.max_cache_entries * s.cols;
   s.swa_window = o.swa_window;
   s.draft_group = o.spec_decode;
+  s.identities = std::find(o.faults.begin(), o.faults.end(), FaultClass::CrossIdentityHit) != o.faults.end();
   return s;
 }
 
@@ -184,12 +186,13 @@ bool Engine::evict_one_cache_entry() {
 
 // ---- requests ----
 
-Engine::Request Engine::make_request() {
+// `forced_template` >= 0: a request that starts with that template (a fault's hit), no draw for it.
+Engine::Request Engine::make_request(int forced_template) {
   Request r;
   r.id = next_request_id_++;
   std::vector<std::int32_t> prompt;
-  if (uniform(0, 1) == 1) {  // half the traffic starts with one of a few shared system prompts
-    r.template_id = static_cast<int>(uniform(0, kNumTemplates - 1));
+  if (forced_template >= 0 || uniform(0, 1) == 1) {  // half the traffic starts with one of a few shared system prompts
+    r.template_id = forced_template >= 0 ? forced_template : static_cast<int>(uniform(0, kNumTemplates - 1));
     prompt = templates_[static_cast<std::size_t>(r.template_id)];
   }
   const auto head = static_cast<std::int64_t>(prompt.size());
@@ -211,55 +214,64 @@ void Engine::admit_requests() {
   if (options_.full_batch)  // a queue that never runs dry: every free batch row is taken at once
     arrivals_waiting_ = std::max(arrivals_waiting_, shape_.max_batch - static_cast<std::int64_t>(running_.size()));
   while (arrivals_waiting_ > 0 && static_cast<std::int64_t>(running_.size()) < shape_.max_batch && !free_rows_.empty()) {
-    Request r = make_request();
-    const auto hit = r.template_id >= 0 ? cache_.find(r.template_id) : cache_.end();
-    const std::int64_t shared = hit != cache_.end() ? static_cast<std::int64_t>(hit->second.pages.size()) : 0;
-    const std::int64_t need = ceil_div(r.total_len, shape_.page_size) - shared;
-    while (static_cast<std::int64_t>(free_pages_.size()) - reserved_pages_ < need && evict_one_cache_entry()) {
-    }
-    if (static_cast<std::int64_t>(free_pages_.size()) - reserved_pages_ < need) {
+    if (admit(make_request()) == nullptr) {
       --next_request_id_;  // admitted later, drawn again
       return;
     }
     --arrivals_waiting_;
-    r.row = free_rows_.back();
-    free_rows_.pop_back();
-    r.reserved = need;
-    reserved_pages_ += need;
-    std::copy(r.tokens.begin(), r.tokens.end(), token_pool_.begin() + r.row * shape_.cols);
-    dirty_rows_.insert(r.row);
-    const auto it = cache_.find(r.template_id);
-    if (hit != cache_.end() && it != cache_.end()) {  // a prefix-cache hit: its pages, already written
-      CacheEntry& entry = it->second;
-      entry.last_use = step_;
-      r.cache_entry = entry.id;
-      for (const auto page : entry.pages) {
-        r.pages.push_back(page);
-        if (!quarantined_[page]) ++page_refs_[page];
-        set_row_page(r, static_cast<std::int64_t>(r.pages.size()) - 1);
-      }
-      r.shared_pages = shared;
-      r.written = entry.tokens;
-      for (auto& f : faults_)  // a hit on a stale entry: the request reads what the entry's fault damaged
-        if (f.cache_entries.count(entry.id)) {
-          f.requests.insert(r.id);
-          r.tainted = true;
-          std::vector<Damage> more;
-          for (const auto& d : f.damage)
-            if (d.reader == kCacheReader + entry.id) more.push_back({r.id, d.position, now(0), d.groups});
-          f.damage.insert(f.damage.end(), more.begin(), more.end());
-          for (std::size_t i = 0; i < entry.pages.size(); ++i)
-            for (std::int64_t o = 0; o < shape_.page_size; ++o)
-              watches_[entry.pages[i] * shape_.page_size + o].push_back(
-                  {f.record.id, r.id, static_cast<std::int64_t>(i) * shape_.page_size + o});
-        }
-    }
-    running_.emplace(r.id, std::move(r));
   }
 }
 
+// A new request into a free row (the caller checked there is one), its pages reserved, a prefix-cache
+// hit's pages shared (and, on a stale entry, its fault's damage inherited).
+Engine::Request* Engine::admit(Request r) {
+  const auto hit = r.template_id >= 0 ? cache_.find(r.template_id) : cache_.end();
+  const std::int64_t shared = hit != cache_.end() ? static_cast<std::int64_t>(hit->second.pages.size()) : 0;
+  const std::int64_t need = ceil_div(r.total_len, shape_.page_size) - shared;
+  while (static_cast<std::int64_t>(free_pages_.size()) - reserved_pages_ < need && evict_one_cache_entry()) {
+  }
+  if (static_cast<std::int64_t>(free_pages_.size()) - reserved_pages_ < need) return nullptr;
+  r.row = free_rows_.back();
+  free_rows_.pop_back();
+  r.reserved = need;
+  reserved_pages_ += need;
+  std::copy(r.tokens.begin(), r.tokens.end(), token_pool_.begin() + r.row * shape_.cols);
+  dirty_rows_.insert(r.row);
+  const auto it = cache_.find(r.template_id);
+  if (hit != cache_.end() && it != cache_.end()) {  // a prefix-cache hit: its pages, already written
+    CacheEntry& entry = it->second;
+    entry.last_use = step_;
+    r.cache_entry = entry.id;
+    for (const auto page : entry.pages) {
+      r.pages.push_back(page);
+      if (!quarantined_[page]) ++page_refs_[page];
+      set_row_page(r, static_cast<std::int64_t>(r.pages.size()) - 1);
+    }
+    r.shared_pages = shared;
+    r.written = entry.tokens;
+    for (auto& f : faults_)  // a hit on a stale entry: the request reads what the entry's fault damaged
+      if (f.cache_entries.count(entry.id)) {
+        f.requests.insert(r.id);
+        r.tainted = true;
+        std::vector<Damage> more;
+        for (const auto& d : f.damage)
+          if (d.reader == kCacheReader + entry.id) more.push_back({r.id, d.position, now(0), d.groups});
+        f.damage.insert(f.damage.end(), more.begin(), more.end());
+        for (std::size_t i = 0; i < entry.pages.size(); ++i)
+          for (std::int64_t o = 0; o < shape_.page_size; ++o)
+            watches_[entry.pages[i] * shape_.page_size + o].push_back(
+                {f.record.id, r.id, static_cast<std::int64_t>(i) * shape_.page_size + o});
+      }
+  }
+  const std::int64_t id = r.id;
+  running_.emplace(id, std::move(r));
+  return request_by_id(id);
+}
+
 void Engine::maybe_insert_cache_entry(const Request& r) {
-  if (r.template_id < 0 || r.tainted || cache_.count(r.template_id) || free_cache_rows_.empty()) return;
+  // The cache holds identity 0's prefixes only: an engine keys its cache by identity, so another identity's
+  // pages are never served to identity 0 (the cross_identity fault breaks the other direction).
+  if (r.template_id < 0 || r.tainted || r.identity != 0 || cache_.count(r.template_id) || free_cache_rows_.empty()) return;
   const std::int64_t tokens = shared_template_tokens(r.template_id);
   const std::int64_t pages = tokens / shape_.page_size;
   if (pages < 1 || r.written < tokens + 1) return;
@@ -310,6 +322,9 @@ const StepData& Engine::begin_step(std::int64_t step) {
     repair_flips_.clear();
     padding_fault_active_ = false;
   }
+  for (auto& entry : schedule_)  // a request of another identity takes a row freed last step, before the queue
+    if (entry.first >= 0 && entry.first <= step && entry.second == FaultClass::CrossIdentityHit && inject(entry.second, 0))
+      entry.first = -1;
   admit_requests();
   inject_pre_step_faults();
   build_batch();
@@ -340,6 +355,7 @@ const StepData& Engine::begin_step(std::int64_t step) {
     data_.sweep_prefix_lens.resize(static_cast<std::size_t>(data_.sweep_batch_size), 0);
     data_.sweep_extend_seq_lens.resize(static_cast<std::size_t>(data_.sweep_batch_size), 0);
     data_.sweep_valid_lens.resize(static_cast<std::size_t>(data_.sweep_batch_size), 0);
+    if (shape_.identities) data_.sweep_identities.assign(static_cast<std::size_t>(data_.sweep_batch_size), 0);
   }
   for (const std::int64_t page : freed_pages_)
     for (std::int64_t o = 0; o < shape_.page_size; ++o) {
@@ -399,6 +415,7 @@ void Engine::build_batch() {
     data_.prefix_lens.push_back(r.written);
     data_.extend_seq_lens.push_back(r.extend);
     data_.valid_lens.push_back(r.total_len);
+    if (shape_.identities) data_.identities.push_back(r.identity);
     r.token_begin = static_cast<std::int64_t>(target.input_ids.size());
     for (std::int64_t j = 0; j < r.extend; ++j) {
       const std::int64_t position = r.written + j;
@@ -419,6 +436,7 @@ void Engine::build_batch() {
   }
   for (auto* v : {&data_.req_pool_indices, &data_.prefix_lens, &data_.extend_seq_lens, &data_.valid_lens})
     v->resize(static_cast<std::size_t>(data_.batch_size), 0);
+  if (shape_.identities) data_.identities.resize(static_cast<std::size_t>(data_.batch_size), 0);
   for (GroupTokens* g : {&target, &draft, &swa}) {
     for (auto* v : {&g->input_ids, &g->positions, &g->expected_input_ids, &g->expected_positions})
       v->resize(static_cast<std::size_t>(shape_.token_capacity), 0);
@@ -564,7 +582,8 @@ void Engine::inject_pre_step_faults() {
       const FaultClass c = entry.second;
       const bool pre = c == FaultClass::DoubleAllocation || c == FaultClass::UseAfterFree ||
                        c == FaultClass::PageTableOverwrite || c == FaultClass::SwaLutCorruption ||
-                       c == FaultClass::StalePrefixHit || c == FaultClass::FreedRead;
+                       c == FaultClass::StalePrefixHit || c == FaultClass::FreedRead ||
+                       c == FaultClass::CrossIdentityHit;
       if (!pre) continue;
       if (inject(c, 0)) {
         entry.first = -1;
@@ -606,6 +625,7 @@ bool Engine::inject(FaultClass c, int /*phase*/) {
     case FaultClass::FreedRead: ok = inject_freed_read(fault); break;
     case FaultClass::StaleMetadata: ok = inject_stale_metadata(fault); break;
     case FaultClass::PaddingKv: ok = inject_padding_kv(fault); break;
+    case FaultClass::CrossIdentityHit: ok = inject_cross_identity(fault); break;
   }
   if (!ok) {
     faults_.pop_back();
@@ -965,6 +985,47 @@ bool Engine::inject_stale_prefix(Fault& f) {
   }
   f.record.note = "prefix-cache entry " + std::to_string(entry->id) + " (" + std::to_string(entry->pages.size()) +
                   " pages) evicted, index kept";
+  return true;
+}
+
+// vLLM #38606 / SGLang #24568: a request of another identity (a LoRA adapter, a cache salt) whose prompt
+// starts with a cached template hits the entry that identity 0 wrote: the cache's key lacked the identity.
+// Every position of the hit is read under the wrong identity, so the head verify's chain check (bit 1,
+// SPEC-CANARY §11.7) fires on each from the request's first step (it joins this step's batch).
+bool Engine::inject_cross_identity(Fault& f) {
+  if (!shape_.identities || static_cast<std::int64_t>(running_.size()) >= shape_.max_batch || free_rows_.empty())
+    return false;
+  const CacheEntry* entry = nullptr;
+  for (const auto& [t, e] : cache_) {
+    bool clean = !e.stale;
+    for (const auto page : e.pages) clean = clean && !quarantined_[page];
+    if (clean && (entry == nullptr || uniform(0, 1) == 0)) entry = &e;
+  }
+  if (entry == nullptr) return false;
+  const std::int64_t entry_id = entry->id;
+  Request r = make_request(entry->template_id);
+  if (r.template_id < 0) {  // a prompt with no token after the template: no hit
+    --next_request_id_;
+    return false;
+  }
+  r.identity = uniform(1, std::numeric_limits<std::int32_t>::max());
+  const Request* a = admit(std::move(r));
+  if (a == nullptr) {
+    --next_request_id_;
+    return false;
+  }
+  if (a->cache_entry != entry_id) return false;  // the entry went to make room: a clean request of its own identity
+  f.requests.insert(a->id);
+  for (std::int64_t p = 0; p < a->written; ++p) f.damage.push_back({a->id, p, now(0), kAllGroups});
+  for (std::int64_t i = 0; i < a->shared_pages; ++i)
+    for (std::int64_t o = 0; o < shape_.page_size; ++o) {
+      const std::int64_t slot = a->pages[static_cast<std::size_t>(i)] * shape_.page_size + o;
+      f.record.slots.push_back(slot);
+      for (int g = 0; g < kGroups; ++g) f.slots[g].insert(g == static_cast<int>(Group::Swa) ? lut_[slot] : slot);
+    }
+  f.record.note = "request " + std::to_string(a->id) + " (identity " + std::to_string(a->identity) +
+                  ") hit prefix-cache entry " + std::to_string(entry_id) + " (" + std::to_string(a->written) +
+                  " tokens of identity 0)";
   return true;
 }
 

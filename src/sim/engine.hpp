@@ -48,6 +48,8 @@ struct StepData {
   std::int64_t live = 0;        // requests in the batch (rows before the padding)
   std::int64_t prefill_rows = 0;  // of them, those writing a chunk of their prompt this step
   std::vector<std::int64_t> req_pool_indices, prefix_lens, extend_seq_lens, valid_lens;
+  // Each batch row's identity (SPEC-CANARY §11.7), when the run carries identities (EngineShape::identities).
+  std::vector<std::int64_t> identities;
   std::vector<std::int64_t> dirty_rows;
   bool lut_dirty = false;
   std::array<GroupTokens, kGroups> tokens;
@@ -62,6 +64,7 @@ struct StepData {
   bool sweep = false;  // a verify-only pass over the prefix cache's entries, after the tail
   std::int64_t sweep_batch_size = 0;
   std::vector<std::int64_t> sweep_pool_indices, sweep_prefix_lens, sweep_extend_seq_lens, sweep_valid_lens;
+  std::vector<std::int64_t> sweep_identities;  // with EngineShape::identities: the cache's entries are identity 0
 };
 
 // A ring row with the group whose ring held it.
@@ -80,6 +83,9 @@ struct EngineShape {
   std::int64_t bytes_per_token = 32;  // of each real-KV tensor (K, V); real-KV PARTIAL reads the first 16
   int swa_window = 0;
   bool draft_group = false;
+  // Requests carry identities (SPEC-CANARY §11.7) through the canary: on when the cross_identity fault is
+  // injected, so that runs without it launch exactly what they did before.
+  bool identities = false;
 };
 EngineShape engine_shape(const SimulationOptions& options);
 
@@ -122,6 +128,7 @@ class Engine {
     std::int64_t shared_pages = 0;
     std::int64_t extend = 0, advance = 0, token_begin = 0;  // this step
     bool tainted = false;
+    std::int64_t identity = 0;  // SPEC-CANARY §11.7; the engine's traffic is identity 0, the cross_identity fault's is not
   };
 
   struct CacheEntry {
@@ -144,7 +151,8 @@ class Engine {
 
   // scheduling
   void admit_requests();
-  Request make_request();
+  Request* admit(Request request);  // nullptr: the pool cannot hold it now
+  Request make_request(int forced_template = -1);
   bool ensure_pages(Request& request, std::int64_t positions);
   std::int64_t allocate_page();
   void release_page(std::int64_t page);
@@ -175,6 +183,7 @@ class Engine {
   bool inject_freed_read(Fault& fault);
   bool inject_stale_metadata(Fault& fault);
   bool inject_padding_kv(Fault& fault);
+  bool inject_cross_identity(Fault& fault);
   void build_backend_metadata();
   Request* pick_running(const std::function<bool(const Request&)>& accept);
   void taint_readers(Fault& fault, std::int64_t slot, std::int64_t time, int groups);

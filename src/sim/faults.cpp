@@ -11,7 +11,8 @@ namespace {
 constexpr const char* kNames[kFaultClasses] = {"double_alloc",        "use_after_free", "page_table_overwrite",
                                                "rogue_write",         "kv_byte_flip",   "position_off_by_one",
                                                "swapped_tokens",      "swa_lut",        "stale_prefix",
-                                               "freed_read",          "stale_metadata", "padding_kv"};
+                                               "freed_read",          "stale_metadata", "padding_kv",
+                                               "cross_identity"};
 constexpr std::int64_t kRecordBits = kVerifyChainHash | kVerifyPosition | kVerifyToken;
 }  // namespace
 
@@ -79,6 +80,9 @@ FaultExpectation expected_catch(FaultClass fault) {
     case FaultClass::PaddingKv:
       return {"sweep (padding-slot check)", kPaddingSlotKv, "the next sweep",
               "real-KV none; PARTIAL and a byte past the first 16"};
+    case FaultClass::CrossIdentityHit:
+      return {"head verify (request identity, SPEC-CANARY §11.7)", kVerifyChainHash, "the step the request first runs",
+              "none (with identities off: every request is identity 0, the hit is legitimate)"};
   }
   return {"", 0, "", ""};
 }

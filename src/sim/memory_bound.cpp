@@ -37,6 +37,10 @@ std::int64_t peak_memory_bound(const SimulationOptions& o) {
   // CSR metadata (kv_indptr, kv_indices: in StepData, the reference's copy and Views), all int64.
   bytes += (kGroups + 1) * s.num_slots * 8 + 3 * (s.max_batch + 1 + s.max_batch * s.cols) * 8;
   bytes += s.rows * 64;                                            // dirty rows (a std::set)
+  // SPEC-CANARY §11.7 (runs with the cross_identity fault): each group's verify and write identities, the
+  // batch's and the sweep's identities (StepData, Views).
+  if (s.identities)
+    bytes += groups * (verify_capacity + s.max_batch + s.max_cache_entries) * 8 + 4 * (s.max_batch + s.max_cache_entries) * 8;
   bytes += static_cast<std::int64_t>(o.faults.size()) * faults_per_class(o) * kFaultBytes;
   bytes += kMaxTimedSteps * static_cast<std::int64_t>(sizeof(StepSample)) + s.max_batch * 512;  // StepTimer
   return bytes;

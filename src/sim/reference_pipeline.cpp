@@ -36,11 +36,19 @@ ReferencePipeline::ReferencePipeline(const EngineShape& shape, const SimulationO
       s.head_v = KernelKind::HEAD_V_SWA;
     }
     s.plan = reference::make_outputs(shape.verify_capacity, shape.max_batch, 0);
+    if (shape.identities) {  // SPEC-CANARY §11.7: plans that carry the requests' identities
+      s.plan.verify_identities.emplace(static_cast<std::size_t>(shape.verify_capacity), 0);
+      s.plan.write_identities.emplace(static_cast<std::size_t>(shape.max_batch), 0);
+    }
     s.k.assign(static_cast<std::size_t>(shape.num_slots), reference::Record{});
     s.v = s.k;
     s.ring.capacity = options.ring_capacity;
   }
   sweep_plan_ = reference::make_outputs(shape.sweep_verify_capacity, shape.max_cache_entries, 0);
+  if (shape.identities) {
+    sweep_plan_.verify_identities.emplace(static_cast<std::size_t>(shape.sweep_verify_capacity), 0);
+    sweep_plan_.write_identities.emplace(static_cast<std::size_t>(shape.max_cache_entries), 0);
+  }
 }
 
 void ReferencePipeline::upload(const Engine& engine, const StepData& data) {
@@ -57,6 +65,7 @@ void ReferencePipeline::upload(const Engine& engine, const StepData& data) {
     s.inputs.prefix_lens = data.prefix_lens;
     s.inputs.extend_seq_lens = data.extend_seq_lens;
     s.inputs.req_to_verify_expected_tokens_valid_lens = data.valid_lens;
+    if (shape_.identities) s.inputs.req_identities = data.identities;
     const GroupTokens& t = data.tokens[g];
     s.tokens.input_ids = t.input_ids;
     s.tokens.positions = t.positions;
@@ -78,6 +87,7 @@ void ReferencePipeline::upload(const Engine& engine, const StepData& data) {
     sweep_inputs_.prefix_lens = data.sweep_prefix_lens;
     sweep_inputs_.extend_seq_lens = data.sweep_extend_seq_lens;
     sweep_inputs_.req_to_verify_expected_tokens_valid_lens = data.sweep_valid_lens;
+    if (shape_.identities) sweep_inputs_.req_identities = data.sweep_identities;
   }
 }
 

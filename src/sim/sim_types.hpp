@@ -29,11 +29,13 @@ enum class FaultClass : int {
   FreedRead = 9,           // a live request's page is freed (the free stage stamps it) and read before any reuse
   StaleMetadata = 10,      // the attention backend's copy of the page table (kv_indices) holds a stale entry
   PaddingKv = 11,          // graph padding writes bytes (NaN) into the padding slot's real KV
+  CrossIdentityHit = 12,   // a request of another identity (LoRA adapter, cache salt) hits a cached prefix
 };
-constexpr int kFaultClasses = 12;
+constexpr int kFaultClasses = 13;
 
 // "double_alloc", "use_after_free", "page_table_overwrite", "rogue_write", "kv_byte_flip",
-// "position_off_by_one", "swapped_tokens", "swa_lut", "stale_prefix", "freed_read", "stale_metadata", "padding_kv".
+// "position_off_by_one", "swapped_tokens", "swa_lut", "stale_prefix", "freed_read", "stale_metadata", "padding_kv",
+// "cross_identity".
 const char* fault_class_name(FaultClass fault);
 std::optional<FaultClass> fault_class_from_name(std::string_view name);
 // "all", "none" or a comma-separated list of names; throws std::invalid_argument naming a bad one.

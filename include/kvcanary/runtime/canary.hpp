@@ -329,14 +329,14 @@ class Canary {
       g.k = views.k ? *views.k : allocate_canary_buffer(space_, slots, label(name, "k_canary"));
       g.v = views.v ? *views.v : allocate_canary_buffer(space_, slots, label(name, "v_canary"));
 
-      g.head_plan = allocate_verify_plan(space_, capacities_.verify_capacity);
+      g.head_plan = allocate_verify_plan(space_, capacities_.verify_capacity, config_.request_identities);
       g.head_plan.enable = int32_view(gi, Block::kHeadEnable);
       g.head_plan.verify_num_valid = int32_view(gi, Block::kHeadNumValid);
       g.sweep_plan = g.head_plan;  // the arrays are shared (sweep runs between steps)
       g.sweep_plan.enable = int32_view(gi, Block::kSweepEnable);
       g.sweep_plan.verify_num_valid = int32_view(gi, Block::kSweepNumValid);
-      g.write_plan = allocate_write_plan(space_, capacities_.write_req_capacity);
-      g.sweep_write_plan = allocate_write_plan(space_, capacities_.sweep_req_capacity);
+      g.write_plan = allocate_write_plan(space_, capacities_.write_req_capacity, config_.request_identities);
+      g.sweep_write_plan = allocate_write_plan(space_, capacities_.sweep_req_capacity, config_.request_identities);
       g.status.input_error_bits = int32_view(gi, Block::kHeadInputErrors);
       g.status.first_bad_row = int32_view(gi, Block::kHeadFirstBadRow);
       g.sweep_status.input_error_bits = int32_view(gi, Block::kSweepInputErrors);
@@ -425,6 +425,7 @@ class Canary {
       in.req_to_verify_expected_tokens = *tables_.expected_tokens;
       in.req_to_verify_expected_tokens_valid_lens = *batch.expected_tokens_valid_lens;
     }
+    if (config_.request_identities) in.req_identities = *batch.identities;
     return in;
   }
 
@@ -441,6 +442,7 @@ class Canary {
       in.req_to_verify_expected_tokens_valid_lens =
           cached.expected_tokens_valid_lens ? *cached.expected_tokens_valid_lens : cached.lengths;
     }
+    if (config_.request_identities) in.req_identities = *cached.identities;
     return in;
   }
 
@@ -496,6 +498,9 @@ class Canary {
                              capacities_.write_req_capacity);
     if (config_.verify_token_assert && !batch.expected_tokens_valid_lens)
       Impl::throw_invalid_in(kWhere, "verify_token_assert is on but the batch has no expected_tokens_valid_lens");
+    if (config_.request_identities != batch.identities.has_value())
+      Impl::throw_invalid_in(kWhere, "request_identities is ", config_.request_identities ? "on" : "off",
+                             " but batch.identities is ", batch.identities ? "given" : "absent");
     check_tokens("batch.tokens", batch.tokens);
     if (config_.swa_group != batch.swa_tokens.has_value())
       Impl::throw_invalid_in(kWhere, "swa_group is ", config_.swa_group ? "on" : "off", " but batch.swa_tokens is ",
@@ -517,6 +522,9 @@ class Canary {
       Impl::throw_invalid_in(kWhere, "got ", n, " cached prefixes, sweep_req_capacity is ", capacities_.sweep_req_capacity);
     if (static_cast<std::int64_t>(cached.lengths.extent(0)) != n)
       Impl::throw_invalid_in(kWhere, "pool_rows has ", n, " entries, lengths ", cached.lengths.extent(0));
+    if (config_.request_identities != cached.identities.has_value())
+      Impl::throw_invalid_in(kWhere, "request_identities is ", config_.request_identities ? "on" : "off",
+                             " but cached.identities is ", cached.identities ? "given" : "absent");
     for (const Group& g : groups_)
       if (swept(g))
         validate(sweep_inputs(g, cached), g.sweep_plan, g.sweep_write_plan, g.sweep_status, g.sweep_workspace);

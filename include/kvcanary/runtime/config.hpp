@@ -69,6 +69,10 @@ struct CanaryConfig {
   bool write_input_assert = false;            // batches carry expected_input_ids / expected_positions
   bool verify_token_assert = false;           // EngineTables carries the expected-token pool
   bool chain_position_assert = true;          // initial value of the device flag (set_chain_position_assert())
+  // SPEC-CANARY §11.7: batches and sweeps carry a 64-bit identity per request (LoRA adapter, cache salt,
+  // multimodal hash; 0 = none), so a prefix-cache hit across identities fails verify. Off: no identity
+  // arrays are allocated and no pass does any work for them.
+  bool request_identities = false;
 
   // ---- host checks (0: off) ----
   std::int64_t stats_every_n_steps = 0;             // "[canary] step=... protected_tokens=..." line

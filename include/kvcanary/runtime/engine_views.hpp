@@ -49,6 +49,7 @@ template <class MemorySpace>
 struct ForwardBatch {
   EngineVector<MemorySpace> req_pool_indices, prefix_lens, extend_seq_lens;  // [bs]
   std::optional<EngineVector<MemorySpace>> expected_tokens_valid_lens;      // [bs], verify_token_assert
+  std::optional<EngineVector<MemorySpace>> identities;                      // [bs], request_identities (§11.7)
   ForwardTokens<MemorySpace> tokens;                                        // target group
   std::optional<ForwardTokens<MemorySpace>> swa_tokens, draft_tokens;       // when those groups are on
 };
@@ -58,6 +59,7 @@ template <class MemorySpace>
 struct CachedPrefixes {
   EngineVector<MemorySpace> pool_rows, lengths;                             // [n]
   std::optional<EngineVector<MemorySpace>> expected_tokens_valid_lens;      // [n]; absent: = lengths
+  std::optional<EngineVector<MemorySpace>> identities;                      // [n], request_identities (§11.7)
 };
 
 }  // namespace kvcanary
