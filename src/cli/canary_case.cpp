@@ -72,7 +72,7 @@ void parse_verify_plan(const json& object, reference::Outputs& plan) {
   const json& v = require_object(object, "verify_plan");
   const std::string prefix = "verify_plan.";
   reject_unknown_keys(v, {"verify_num_valid", "enable", "verify_slot_indices", "verify_expected_tokens",
-                          "verify_expected_positions", "verify_prev_slot_indices"}, prefix);
+                          "verify_expected_positions", "verify_prev_slot_indices", "verify_identities"}, prefix);
   plan.verify_num_valid = to_integer<std::int32_t>(require(v, "verify_num_valid", prefix), prefix + "verify_num_valid");
   plan.enable = to_integer<std::int32_t>(require(v, "enable", prefix), prefix + "enable");
   const auto array = [&](const char* key, std::vector<std::int64_t>& out) {
@@ -86,12 +86,14 @@ void parse_verify_plan(const json& object, reference::Outputs& plan) {
   array("verify_expected_tokens", plan.verify_expected_tokens);
   array("verify_expected_positions", plan.verify_expected_positions);
   array("verify_prev_slot_indices", plan.verify_prev_slot_indices);
+  if (optional(v, "verify_identities") != nullptr) array("verify_identities", plan.verify_identities.emplace());  // §11.7
 }
 
 void parse_write_plan(const json& object, reference::Outputs& plan) {
   const json& w = require_object(object, "write_plan");
   const std::string prefix = "write_plan.";
-  reject_unknown_keys(w, {"write_offsets", "write_seed_slot_indices", "write_num_valid_reqs"}, prefix);
+  reject_unknown_keys(w, {"write_offsets", "write_seed_slot_indices", "write_num_valid_reqs", "write_identities"},
+                      prefix);
   const json& offsets = require(w, "write_offsets", prefix);
   // write_offsets holds write_req_capacity + 1 entries; the limit is the plan's (limits.hpp).
   check_length(offsets, "write_plan.write_offsets", kMaxWriteReqCapacity + 1, "entries");
@@ -113,6 +115,16 @@ void parse_write_plan(const json& object, reference::Outputs& plan) {
            "has " + std::to_string(seeds) + " entries, fewer than min(write_num_valid_reqs, write_req_capacity) = " +
                std::to_string(needed));
   plan.write_seed_slot_indices.resize(static_cast<std::size_t>(capacity), -1);  // never read
+  if (const json* ids = optional(w, "write_identities")) {  // SPEC-CANARY §11.7: as the seeds, 0 past them
+    std::vector<std::int64_t>& identities =
+        plan.write_identities.emplace(to_vector<std::int64_t>(*ids, prefix + "write_identities"));
+    const auto n = static_cast<std::int64_t>(identities.size());
+    if (n > capacity || n < needed)
+      reject(prefix + "write_identities", "has " + std::to_string(n) + " entries, must hold min(write_num_valid_reqs, "
+                                          "write_req_capacity) = " + std::to_string(needed) + " to write_req_capacity = " +
+                                          std::to_string(capacity));
+    identities.resize(static_cast<std::size_t>(capacity), 0);
+  }
 }
 
 void parse_tokens(const json& object, reference::StepTokens& tokens) {

@@ -19,6 +19,10 @@ void check_step(const Case& step) {
   for (std::int64_t& extent : shapes.verify_extents) extent = step.verify_capacity;
   shapes.write_req_capacity = step.write_req_capacity;
   shapes.write_offsets = step.write_req_capacity + 1;
+  // The outputs hold identity arrays of the capacities exactly when the step has identities (SPEC-CANARY §11.7).
+  shapes.has_verify_identities = shapes.has_write_identities = shapes.has_identities;
+  shapes.verify_identities = step.verify_capacity;
+  shapes.write_identities = step.write_req_capacity;
   check_plan_shapes(shapes);
   reference::check_flat_sizes(step.inputs);
 }
@@ -38,7 +42,9 @@ std::int64_t total_bound(const Case& step, std::int64_t limit) {
 // Array entries `run` prints for a step (plan_writer.hpp), from the same bounds as the allocation.
 std::int64_t printed_entries(const Case& step, std::int64_t verify_entries, bool whole_seeds) {
   const auto batch_size = static_cast<std::int64_t>(step.inputs.req_pool_indices.size());
-  return 4 * verify_entries + (step.write_req_capacity + 1) + batch_size + (whole_seeds ? step.write_req_capacity : 0);
+  const std::int64_t identities = step.inputs.req_identities ? verify_entries + batch_size : 0;  // SPEC-CANARY §11.7
+  return 4 * verify_entries + (step.write_req_capacity + 1) + batch_size + (whole_seeds ? step.write_req_capacity : 0) +
+         identities;
 }
 
 }  // namespace
@@ -50,6 +56,9 @@ reference::Outputs poisoned_outputs_for(const CaseFile& file) {
                         ", above kvcanary's limit of " + std::to_string(kMaxWriteReqCapacity) +
                         " (write_offsets is printed whole)");
   for (std::size_t i = 0; i < file.steps.size(); ++i) {
+    // The steps share one set of outputs: with identity arrays (SPEC-CANARY §11.7) for all or for none.
+    if (file.steps[i].inputs.req_identities.has_value() != first.inputs.req_identities.has_value())
+      throw RejectedInput("steps[" + std::to_string(i) + "]: req_identities is given in some steps only (all or none)");
     try {
       check_step(file.steps[i]);
     } catch (const std::invalid_argument& e) {
@@ -74,7 +83,12 @@ reference::Outputs poisoned_outputs_for(const CaseFile& file) {
     throw RejectedInput("the output could hold " + std::to_string(printed) + " array entries" +
                         (file.multi_step ? " over " + std::to_string(file.steps.size()) + " steps" : "") +
                         ", above kvcanary's limit of " + std::to_string(kMaxPrintedEntries));
-  return reference::make_outputs(verify_entries, first.write_req_capacity, kPoison);
+  reference::Outputs outputs = reference::make_outputs(verify_entries, first.write_req_capacity, kPoison);
+  if (first.inputs.req_identities) {
+    outputs.verify_identities.emplace(static_cast<std::size_t>(verify_entries), kPoison);
+    outputs.write_identities.emplace(static_cast<std::size_t>(first.write_req_capacity), kPoison);
+  }
+  return outputs;
 }
 
 reference::Outputs poisoned_outputs_for(const CaseFile& file, const std::string& path) {

@@ -85,6 +85,7 @@ Plan case (plan; SPEC section 2 inputs):
   full_to_swa_index_mapping                        array of int64 (missing or null: no LUT)
   req_to_verify_expected_tokens                    array of rows of int32 (missing or null: no pool)
   req_to_verify_expected_tokens_valid_lens         array of int64 (missing or null: absent)
+  req_identities                                   array of int64 (SPEC-CANARY 11.7; missing: none)
 {"steps": [case, ...]} plans the cases in order on one set of outputs (equal capacities); `plan` then
 prints the last step's plan plus "steps", every step's plan with "write_seed_slot_indices_all".
 
@@ -96,8 +97,10 @@ Canary cases (SPEC-CANARY section 9):
   step     a plan case plus the write keys other than write_plan, and check_expected_token
   canary_buffer   array of [token, position, prev_hash, real_kv_hash] (int64), one per slot
   verify_plan     verify_num_valid, enable, verify_slot_indices, verify_expected_tokens,
-                  verify_expected_positions, verify_prev_slot_indices (arrays of one length: the capacity)
-  write_plan      write_offsets (capacity + 1 entries), write_seed_slot_indices, write_num_valid_reqs
+                  verify_expected_positions, verify_prev_slot_indices (arrays of one length: the capacity),
+                  [verify_identities (SPEC-CANARY 11.7, the same length)]
+  write_plan      write_offsets (capacity + 1 entries), write_seed_slot_indices, write_num_valid_reqs,
+                  [write_identities (as many as the seeds; 11.7)]
   kernel_kind     a launch tag name (default HEAD_K_FULL); ring_capacity >= 0 (default 1024)
   real_kv         {"mode": "none"|"partial"|"all", "sources": [{"page_size", "bytes_per_token",
                   "read_bytes", "rows": [[byte, ...], ...]}, ...]}

@@ -51,6 +51,11 @@ std::optional<std::string> first_difference(const reference::Outputs& e, const r
         compare_array("write_offsets", e.write_offsets, l.write_offsets),
         compare_array("write_seed_slot_indices", e.write_seed_slot_indices, l.write_seed_slot_indices)})
     if (difference) return difference;
+  // SPEC-CANARY §11.7's identity arrays (both plans hold them or neither: one set of outputs).
+  if (e.verify_identities && l.verify_identities)
+    if (auto difference = compare_array("verify_identities", *e.verify_identities, *l.verify_identities)) return difference;
+  if (e.write_identities && l.write_identities)
+    if (auto difference = compare_array("write_identities", *e.write_identities, *l.write_identities)) return difference;
   return std::nullopt;
 }
 

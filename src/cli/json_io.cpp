@@ -25,7 +25,7 @@ const std::set<std::string>& case_keys() {
   static const std::set<std::string> keys = {
       "req_pool_indices", "prefix_lens", "extend_seq_lens", "req_to_token", "swa_window_size",
       "full_to_swa_index_mapping", "req_to_verify_expected_tokens", "req_to_verify_expected_tokens_valid_lens",
-      "kv_token_id_vs_position_offset", "verify_capacity", "write_req_capacity"};
+      "kv_token_id_vs_position_offset", "verify_capacity", "write_req_capacity", "req_identities"};
   return keys;
 }
 
@@ -61,6 +61,8 @@ Case parse_plan_case(const json& object, const std::string& prefix, const std::s
   if (const json* v = optional(object, "req_to_verify_expected_tokens_valid_lens"))
     in.req_to_verify_expected_tokens_valid_lens =
         to_vector<std::int64_t>(*v, name("req_to_verify_expected_tokens_valid_lens"));
+  if (const json* v = optional(object, "req_identities"))  // SPEC-CANARY §11.7
+    in.req_identities = to_vector<std::int64_t>(*v, name("req_identities"));
   if (const json* v = optional(object, "kv_token_id_vs_position_offset"))
     in.kv_token_id_vs_position_offset = to_integer<std::int32_t>(*v, name("kv_token_id_vs_position_offset"));
   c.verify_capacity = to_integer<std::int64_t>(require(object, "verify_capacity", prefix), name("verify_capacity"));

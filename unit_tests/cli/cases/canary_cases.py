@@ -192,6 +192,28 @@ CANARY["verify_freed_check"] = (
     verify_case(freed, vplan([1], [0], [-1], tokens=[42]), check_freed=True),
     output(freed, [[0, 1, 0, FREED_TOKEN, 42, ANCHOR, 17, FREED]], slot_runs=1))
 
+# SPEC-CANARY 11.7: a request's identity masks every chain link with splitmix64(id).
+MASK7 = s64(splitmix64(7))
+assert MASK7 & M64 == 0x12AE30237B17DF14
+masked = empty(4)
+link = ANCHOR ^ MASK7
+for slot, token, position in [(1, 101, 0), (2, 202, 1), (3, 303, 2)]:
+    masked[slot] = [token, position, link, 0]
+    link = mix3(link, token, position) ^ MASK7
+assert masked[1][2] & M64 == 0xCCD19E00D2B66802 and masked[3][2] & M64 == 0xA9CDB353ACF9E6A2
+CANARY["write_identity_masks_every_link"] = (
+    "11.7: write_identities [7] -> every stored prev_hash is the predecessor's hash XOR splitmix64(7)",
+    write_case(empty(4), dict(wplan([0, 3], [-1]), write_identities=[7]), [101, 202, 303], [0, 1, 2], [1, 2, 3]),
+    output(masked, [], slot_runs=3))
+
+plain = empty(4)
+stamp(plain, ANCHOR, [(1, 101, 0), (2, 202, 1), (3, 303, 2)])
+CANARY["verify_identity_of_another_request"] = (
+    "11.7: records of identity 0 verified at identity 7 -> bit 1 on every entry, expected link XOR the mask",
+    verify_case(plain, dict(vplan([1, 2, 3], [0, 1, 2], [-1, 1, 2], tokens=[101, 202, 303]), verify_identities=[7, 7, 7])),
+    output(plain, [[0, s, plain[s][1], plain[s][0], plain[s][0], plain[s][2], slot_hash(plain, s - 1 if s > 1 else -1) ^ MASK7,
+                    CHAIN] for s in (1, 2, 3)], slot_runs=3))
+
 CANARY["verify_out_of_range"] = (
     "5: slot >= num_slots, slot < 0, prev >= num_slots -> (index, exp_pos, -1, exp_tok, -1, -1, 64), nothing read",
     verify_case(b, vplan([9, -3, 1], [5, 6, 0], [-1, -1, 7], tokens=[70, 71, 42])),
