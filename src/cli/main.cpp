@@ -82,7 +82,7 @@ int dispatch(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  kvcanary::cli::use_passive_openmp_wait(argv);  // before the OpenMP runtime starts its threads (openmp_wait.hpp)
+  kvcanary::cli::use_busy_host_openmp_settings(argv);  // before the OpenMP runtime starts (openmp_wait.hpp)
   try {
     const int status = dispatch(argc, argv);
     std::cout.flush();

@@ -24,6 +24,8 @@
   cli_driver.py wait_policy TOOL USER EXPECTED ARGS...    with OMP_WAIT_POLICY=USER ("unset": without it), the
                                                           running `TOOL ARGS` has OMP_WAIT_POLICY=EXPECTED in the
                                                           environment its OpenMP runtime started with
+  cli_driver.py threads TOOL USER ARGS...                 with OMP_NUM_THREADS=USER ("unset": without it), the running
+                                                          `TOOL ARGS` has USER, or (unset) the free cores in [1, cores]
   cli_driver.py running TOOL MIB SECONDS ARGS...          `TOOL ARGS` in MIB + 1024 MiB of address space still runs
                                                           after SECONDS (or has exited 0), peaking under MIB MiB
   cli_driver.py starved TOOL MIB CASE COMMAND             `COMMAND CASE` in MIB MiB of address space exits 2 with
@@ -315,32 +317,53 @@ def mode_work(tool, case, text, commands):
                 expect_one_error_line(command + " " + case, rc, out, err, text)
 
 
-def mode_wait_policy(tool, user, expected, args):
-    """The tool re-executes itself with OMP_WAIT_POLICY=passive unless the user set one (issue 19 item 8): the
-    environment of the running image (/proc/PID/environ, the same pid after execv) must hold `expected`."""
+def running_environment(tool, env, args, name, accept):
+    """Polls the environment of the running `tool args` (/proc/PID/environ: the same pid after execv) until
+    its value of `name` satisfies accept(value); raises Failure with the last value seen after 20 s."""
     import time
-    env = dict(os.environ)
-    env.pop("OMP_WAIT_POLICY", None)
-    if user != "unset":
-        env["OMP_WAIT_POLICY"] = user
-    want = ("OMP_WAIT_POLICY=" + expected).encode()
     p = subprocess.Popen([tool] + args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    seen = []
+    seen = None
     try:
         deadline = time.time() + 20
         while time.time() < deadline and p.poll() is None:
             try:
                 with open("/proc/%d/environ" % p.pid, "rb") as f:
-                    seen = [v for v in f.read().split(b"\0") if v.startswith(b"OMP_WAIT_POLICY=")]
+                    values = [v.split(b"=", 1)[1].decode() for v in f.read().split(b"\0")
+                              if v.startswith(name.encode() + b"=")]
+                seen = values[0] if values else None
             except OSError:
                 pass
-            if want in seen:
+            if seen is not None and accept(seen):
                 return
             time.sleep(0.02)
     finally:
         p.kill()
         p.wait()
-    raise Failure("the running tool's environment holds %r, expected %r" % (seen, want))
+    raise Failure("the running tool's environment holds %s=%r" % (name, seen))
+
+
+def with_variable(name, user):
+    env = dict(os.environ)
+    env.pop(name, None)
+    if user != "unset":
+        env[name] = user
+    return env
+
+
+def mode_wait_policy(tool, user, expected, args):
+    """The tool re-executes itself with OMP_WAIT_POLICY=passive unless the user set one (issue 19 item 8): the
+    running image's environment must hold `expected`."""
+    running_environment(tool, with_variable("OMP_WAIT_POLICY", user), args, "OMP_WAIT_POLICY",
+                        lambda value: value == expected)
+
+
+def mode_threads(tool, user, args):
+    """Unless the user set OMP_NUM_THREADS, the tool re-executes itself with the cores the load average leaves
+    free, in [1, usable cores] (issue 19 item 8); a user's value is kept as given."""
+    cores = len(os.sched_getaffinity(0))
+    accept = (lambda value: value == user) if user != "unset" else (
+        lambda value: value.isdigit() and 1 <= int(value) <= cores)
+    running_environment(tool, with_variable("OMP_NUM_THREADS", user), args, "OMP_NUM_THREADS", accept)
 
 
 def run_limited(tool, command, case, address_mib, keep_stdout):
@@ -422,6 +445,8 @@ def main(argv):
             mode_work(tool, argv[3], argv[4], argv[5:])
         elif mode == "wait_policy":
             mode_wait_policy(tool, argv[3], argv[4], argv[5:])
+        elif mode == "threads":
+            mode_threads(tool, argv[3], argv[4:])
         elif mode == "running":
             mode_running(tool, argv[3], argv[4], argv[5:])
         elif mode == "starved":

@@ -229,6 +229,41 @@ TEST_F(Runtime, ReportModes) {
   }
 }
 
+// A record wiped to zeros reads as never written: the filter drops its rows, and the report still names
+// the launch tags it dropped (SPEC-CANARY §7: never silent).
+TEST_F(Runtime, DroppedNeverWrittenRowsNameTheirLaunchTags) {
+  std::vector<std::string> lines;
+  auto config = quiet(&lines);
+  config.keep_never_written = false;
+  Harness h(EngineShape{}, config, 3);
+  for (int s = 1; s <= 6; ++s) h.step();
+  const auto records = h.canary->k_buffer(GroupKind::Target).records;
+  Kokkos::parallel_for("test::wipe_records", Kokkos::RangePolicy<Space>(h.space, 0, records.extent(0)),
+                       KOKKOS_LAMBDA(const int slot) {
+                         for (int f = 0; f < 4; ++f) records(slot, f) = 0;
+                       });
+  for (int s = 7; s <= 9; ++s) h.step();
+  h.record(h.canary->flush());
+  std::int64_t dropped = 0;
+  for (const auto& report : h.reports) {
+    const auto& v = report.violations;
+    dropped += v.dropped;
+    if (v.dropped == 0) continue;
+    EXPECT_TRUE(std::is_sorted(v.dropped_launch_tags.begin(), v.dropped_launch_tags.end()));
+    EXPECT_TRUE(std::adjacent_find(v.dropped_launch_tags.begin(), v.dropped_launch_tags.end()) ==
+                v.dropped_launch_tags.end());
+    EXPECT_NE(std::find(v.dropped_launch_tags.begin(), v.dropped_launch_tags.end(),
+                        static_cast<std::int64_t>(kvcanary::KernelKind::HEAD_K_FULL)),
+              v.dropped_launch_tags.end());
+  }
+  ASSERT_GT(dropped, 0);
+  const auto line = std::find_if(lines.begin(), lines.end(), [](const std::string& l) {
+    return l.find("never-written rows dropped (launch tags ") != std::string::npos;
+  });
+  ASSERT_NE(line, lines.end());
+  EXPECT_NE(line->find("HEAD_K_FULL"), std::string::npos) << *line;
+}
+
 TEST_F(Runtime, MultiLineFormatInTheReport) {
   std::vector<std::string> lines;
   auto config = quiet(&lines);

@@ -618,6 +618,9 @@ class Canary {
         for (int f = 0; f < kRingFields; ++f) row[f] = g.host_rows(r, f);
         if (!config_.keep_never_written && is_never_written(row)) {
           ++v.dropped;
+          auto& tags = v.dropped_launch_tags;  // distinct, ascending, over every group (as make_report)
+          const auto at = std::lower_bound(tags.begin(), tags.end(), row[kRowKernelKind]);
+          if (at == tags.end() || *at != row[kRowKernelKind]) tags.insert(at, row[kRowKernelKind]);
           continue;
         }
         v.rows.push_back(row);
