@@ -44,12 +44,7 @@ PlanShapes shapes_of(const Inputs& in, const Outputs& out) {
   s.verify_extents[3] = size(out.verify_prev_slot_indices);
   s.write_req_capacity = size(out.write_seed_slot_indices);
   s.write_offsets = size(out.write_offsets);
-  s.has_identities = in.req_identities.has_value();
-  if (s.has_identities) s.identities = size(*in.req_identities);
-  s.has_verify_identities = out.verify_identities.has_value();
-  if (s.has_verify_identities) s.verify_identities = size(*out.verify_identities);
-  s.has_write_identities = out.write_identities.has_value();
-  if (s.has_write_identities) s.write_identities = size(*out.write_identities);
+  Impl::set_identity_shapes(s, in.req_identities, out.verify_identities, out.write_identities, size);
   return s;
 }
 

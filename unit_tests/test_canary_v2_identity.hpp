@@ -5,6 +5,7 @@
 // verify steps with identities against the host reference, every stage compared record by record and row
 // by row (CanaryRunner, PlanTest's comparison).
 
+#include "test_canary_cases.hpp"
 #include "test_canary_support.hpp"
 
 #include <kvcanary/impl/hash.hpp>
@@ -86,6 +87,32 @@ TEST_F(CanaryIdentity, IdentityZeroIsTheOriginalsFormatByteForByte) {
   const StageRun original = runner.write(plan, t, KernelKind::HEAD_K_FULL, RealKv{}, Buffer(8), empty_ring(4));
   EXPECT_TRUE(same_buffer(masked.buffer, original.buffer));
   EXPECT_EQ(static_cast<std::uint64_t>(original.buffer[2].prev_hash), 0x542FE5061275A6ABull);  // SPEC-CANARY §2
+}
+
+// The random write and verify calls of the v1 differential tests, each run without identity arrays and
+// with identity arrays of zeros: the same buffers, rows and counters, byte for byte (on the backend and
+// against the reference: CanaryRunner compares both runs with it).
+TEST_F(CanaryIdentity, ZeroIdentitiesAreByteEqualToNoIdentitiesOnRandomCalls) {
+  CanaryCaseGenerator generator(0x1D0);
+  for (int k = 0; k < 150; ++k) {
+    const WriteCase w = generator.next_write(k % 3 == 0 ? WriteShape::long_ones() : WriteShape{});
+    Outputs zeros = w.plan;
+    zeros.write_identities = Int64s(w.plan.write_seed_slot_indices.size(), 0);
+    const StageRun plain = runner.write(w.plan, w.tokens, w.kind, w.real_kv, w.buffer, w.ring);
+    const StageRun masked = runner.write(zeros, w.tokens, w.kind, w.real_kv, w.buffer, w.ring);
+    EXPECT_TRUE(same_buffer(masked.buffer, plain.buffer)) << "write case " << k;
+    EXPECT_EQ(sorted(masked.ring.rows), sorted(plain.ring.rows)) << "write case " << k;
+    EXPECT_EQ(masked.ring.slot_run_counter, plain.ring.slot_run_counter);
+
+    const VerifyCase v = generator.next_verify();
+    Outputs zero_entries = v.plan;
+    zero_entries.verify_identities = Int64s(v.plan.verify_slot_indices.size(), 0);
+    const Ring a = runner.verify(v.plan, v.buffer, v.ring, v.check_expected_token, v.kind, v.real_kv);
+    const Ring b = runner.verify(zero_entries, v.buffer, v.ring, v.check_expected_token, v.kind, v.real_kv);
+    EXPECT_EQ(sorted(b.rows), sorted(a.rows)) << "verify case " << k;
+    EXPECT_EQ(b.count, a.count);
+    if (HasFailure()) return;
+  }
 }
 
 TEST_F(CanaryIdentity, AnotherIdentityFailsTheChainOfEveryEntry) {

@@ -49,9 +49,9 @@ template <class MemorySpace>
 struct ForwardBatch {
   EngineVector<MemorySpace> req_pool_indices, prefix_lens, extend_seq_lens;  // [bs]
   std::optional<EngineVector<MemorySpace>> expected_tokens_valid_lens;      // [bs], verify_token_assert
-  std::optional<EngineVector<MemorySpace>> identities;                      // [bs], request_identities (§11.7)
   ForwardTokens<MemorySpace> tokens;                                        // target group
   std::optional<ForwardTokens<MemorySpace>> swa_tokens, draft_tokens;       // when those groups are on
+  std::optional<EngineVector<MemorySpace>> identities;                      // [bs], request_identities (§11.7)
 };
 
 // The prefix cache's entries for a sweep: pool row r holds a cached prefix of lengths[r] tokens.

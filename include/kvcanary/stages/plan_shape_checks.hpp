@@ -68,6 +68,19 @@ inline bool holds(std::size_t size, std::int64_t rows, std::int64_t cols) {
          n / static_cast<std::uint64_t>(cols) == static_cast<std::uint64_t>(rows);
 }
 
+// The identity fields of PlanShapes (SPEC-CANARY §11.7) from req_identities and the plans' two arrays, each
+// a std::optional of an array whose length `size` gives (Views on the device, vectors in the reference).
+template <class Identities, class VerifyIdentities, class WriteIdentities, class Size>
+void set_identity_shapes(PlanShapes& s, const Identities& identities, const VerifyIdentities& verify_identities,
+                         const WriteIdentities& write_identities, const Size& size) {
+  s.has_identities = identities.has_value();
+  s.has_verify_identities = verify_identities.has_value();
+  s.has_write_identities = write_identities.has_value();
+  if (s.has_identities) s.identities = size(*identities);
+  if (s.has_verify_identities) s.verify_identities = size(*verify_identities);
+  if (s.has_write_identities) s.write_identities = size(*write_identities);
+}
+
 }  // namespace Impl
 
 // Throws std::invalid_argument naming the argument and the values; returns normally when the call is valid.

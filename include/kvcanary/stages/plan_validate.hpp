@@ -32,12 +32,8 @@ PlanShapes plan_shapes(const PlanInputs<MemorySpace>& inputs, const VerifyPlan<M
   s.write_req_capacity = extent(write_plan.write_seed_slot_indices);
   s.write_offsets = extent(write_plan.write_offsets);
   s.max_batch_size = workspace.max_batch_size();
-  s.has_identities = inputs.req_identities.has_value();
-  if (s.has_identities) s.identities = extent(*inputs.req_identities);
-  s.has_verify_identities = verify_plan.verify_identities.has_value();
-  if (s.has_verify_identities) s.verify_identities = extent(*verify_plan.verify_identities);
-  s.has_write_identities = write_plan.write_identities.has_value();
-  if (s.has_write_identities) s.write_identities = extent(*write_plan.write_identities);
+  Impl::set_identity_shapes(s, inputs.req_identities, verify_plan.verify_identities, write_plan.write_identities,
+                            [&](const auto& view) { return extent(view); });
   return s;
 }
 
