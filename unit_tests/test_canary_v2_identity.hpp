@@ -101,7 +101,10 @@ TEST_F(CanaryIdentity, ZeroIdentitiesAreByteEqualToNoIdentitiesOnRandomCalls) {
     const StageRun plain = runner.write(w.plan, w.tokens, w.kind, w.real_kv, w.buffer, w.ring);
     const StageRun masked = runner.write(zeros, w.tokens, w.kind, w.real_kv, w.buffer, w.ring);
     EXPECT_TRUE(same_buffer(masked.buffer, plain.buffer)) << "write case " << k;
-    EXPECT_EQ(sorted(masked.ring.rows), sorted(plain.ring.rows)) << "write case " << k;
+    // Which rows a full ring keeps is unspecified across threads (SPEC-CANARY §1): all rows when all fit.
+    EXPECT_EQ(masked.ring.count, plain.ring.count) << "write case " << k;
+    if (plain.ring.count <= plain.ring.capacity)
+      EXPECT_EQ(sorted(masked.ring.rows), sorted(plain.ring.rows)) << "write case " << k;
     EXPECT_EQ(masked.ring.slot_run_counter, plain.ring.slot_run_counter);
 
     const VerifyCase v = generator.next_verify();
@@ -109,8 +112,8 @@ TEST_F(CanaryIdentity, ZeroIdentitiesAreByteEqualToNoIdentitiesOnRandomCalls) {
     zero_entries.verify_identities = Int64s(v.plan.verify_slot_indices.size(), 0);
     const Ring a = runner.verify(v.plan, v.buffer, v.ring, v.check_expected_token, v.kind, v.real_kv);
     const Ring b = runner.verify(zero_entries, v.buffer, v.ring, v.check_expected_token, v.kind, v.real_kv);
-    EXPECT_EQ(sorted(b.rows), sorted(a.rows)) << "verify case " << k;
-    EXPECT_EQ(b.count, a.count);
+    EXPECT_EQ(b.count, a.count) << "verify case " << k;
+    if (a.count <= a.capacity) EXPECT_EQ(sorted(b.rows), sorted(a.rows)) << "verify case " << k;
     if (HasFailure()) return;
   }
 }
@@ -232,15 +235,22 @@ TEST_F(CanaryIdentity, RandomStepsWithIdentitiesMatchTheReference) {
     const std::int64_t rows = uniform(2, 6), cols = uniform(2, 20), slots = rows * cols + 1;
     Inputs in = linear(rows, cols);
     for (std::int32_t& v : in.req_to_token) v += 1;  // slot 0 stays padding
-    if (rows > 2 && coin(3)) {  // a prefix shared by two pool rows (a cache hit, maybe across identities)
-      const std::int64_t n = uniform(1, cols);
-      for (std::int64_t p = 0; p < n; ++p) in.req_to_token[static_cast<std::size_t>(2 * cols + p)] = in.req_to_token[static_cast<std::size_t>(cols + p)];
+    std::int64_t shared = 0;
+    if (rows > 2 && coin(3)) {  // a prefix shared by pool rows 1 and 2 (a cache hit, maybe across identities)
+      shared = uniform(1, cols - 1);
+      for (std::int64_t p = 0; p < shared; ++p)
+        in.req_to_token[static_cast<std::size_t>(2 * cols + p)] = in.req_to_token[static_cast<std::size_t>(cols + p)];
     }
+    // Distinct pool rows, and rows 1 and 2 past their shared prefix: no slot is written twice in the call,
+    // none is one request's seed and another's target (SPEC-CANARY §4 leaves those outcomes open).
+    Int64s pool_rows = range(1, rows);
+    std::shuffle(pool_rows.begin(), pool_rows.end(), rng);
     const std::int64_t bs = uniform(0, 4);
     Int64s rpi, prefix, extend, ids;
     for (std::int64_t b = 0; b < bs; ++b) {
-      rpi.push_back(coin(6) ? 0 : uniform(1, rows - 1));
-      prefix.push_back(uniform(0, cols - 1));
+      const bool padding = coin(6) || b >= static_cast<std::int64_t>(pool_rows.size());
+      rpi.push_back(padding ? 0 : pool_rows[static_cast<std::size_t>(b)]);
+      prefix.push_back(rpi.back() == 1 || rpi.back() == 2 ? uniform(shared, cols - 1) : uniform(0, cols - 1));
       extend.push_back(uniform(0, 3));
       ids.push_back(coin(3) ? 0 : coin(2) ? uniform(1, 3) : uniform(INT64_MIN, INT64_MAX));
     }
