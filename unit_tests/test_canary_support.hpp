@@ -114,6 +114,23 @@ inline Outputs verify_plan_of(const std::vector<std::array<std::int64_t, 4>>& en
   return plan;
 }
 
+// The write of SPEC-CANARY §2's example and §11's facts: one request, tokens 101, 202, 303 at positions
+// 0-2 into slots 1-3, from seed -1.
+inline Outputs three_token_write_plan() {
+  Outputs plan = kvcanary::reference::make_outputs(0, 1, 0);
+  plan.write_offsets = {0, 3};
+  plan.write_seed_slot_indices = {-1};
+  plan.write_num_valid_reqs = 1;
+  return plan;
+}
+inline Tokens three_tokens_in_slots_1_to_3() {
+  Tokens t;
+  t.input_ids = {101, 202, 303};
+  t.positions = {0, 1, 2};
+  t.out_cache_loc = {1, 2, 3};
+  return t;
+}
+
 // One stage call on both sides from the same state.
 struct StageRun {
   Buffer buffer;

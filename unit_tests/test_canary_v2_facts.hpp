@@ -30,15 +30,8 @@ class CanaryV2 : public ::testing::Test {
 
   // Tokens 101, 202, 303 at positions 0-2 in slots 1-3, chained from seed -1, written over `buffer`.
   StageRun write_three(const Buffer& buffer) const {
-    Outputs plan = kvcanary::reference::make_outputs(0, 1, 0);
-    plan.write_offsets = {0, 3};
-    plan.write_seed_slot_indices = {-1};
-    plan.write_num_valid_reqs = 1;
-    Tokens t;
-    t.input_ids = {101, 202, 303};
-    t.positions = {0, 1, 2};
-    t.out_cache_loc = {1, 2, 3};
-    return runner.write(plan, t, KernelKind::HEAD_K_FULL, RealKv{}, buffer, empty_ring(4));
+    return runner.write(three_token_write_plan(), three_tokens_in_slots_1_to_3(), KernelKind::HEAD_K_FULL, RealKv{},
+                        buffer, empty_ring(4));
   }
   Buffer three_tokens() const { return write_three(Buffer(8)).buffer; }
   static Outputs three_entries() { return verify_plan({{1, 0, -1, 101}, {2, 1, 1, 202}, {3, 2, 2, 303}}); }

@@ -40,16 +40,9 @@ class CanaryIdentity : public ::testing::Test {
 
   // Tokens 101, 202, 303 at positions 0-2 into slots 1-3 from seed -1, the request's identity `id`.
   StageRun write_three(std::int64_t id) const {
-    Outputs plan = kvcanary::reference::make_outputs(0, 1, 0);
-    plan.write_offsets = {0, 3};
-    plan.write_seed_slot_indices = {-1};
-    plan.write_num_valid_reqs = 1;
+    Outputs plan = three_token_write_plan();
     plan.write_identities = Int64s{id};
-    Tokens t;
-    t.input_ids = {101, 202, 303};
-    t.positions = {0, 1, 2};
-    t.out_cache_loc = {1, 2, 3};
-    return runner.write(plan, t, KernelKind::HEAD_K_FULL, RealKv{}, Buffer(8), empty_ring(4));
+    return runner.write(plan, three_tokens_in_slots_1_to_3(), KernelKind::HEAD_K_FULL, RealKv{}, Buffer(8), empty_ring(4));
   }
   static Outputs three_entries(std::int64_t id) {
     Outputs plan = verify_plan_of({{1, 0, -1, 101}, {2, 1, 1, 202}, {3, 2, 2, 303}});
@@ -76,15 +69,8 @@ TEST_F(CanaryIdentity, EveryLinkOfTheChainIsMaskedByTheIdentity) {
 
 TEST_F(CanaryIdentity, IdentityZeroIsTheOriginalsFormatByteForByte) {
   const StageRun masked = write_three(0);
-  Outputs plan = kvcanary::reference::make_outputs(0, 1, 0);
-  plan.write_offsets = {0, 3};
-  plan.write_seed_slot_indices = {-1};
-  plan.write_num_valid_reqs = 1;
-  Tokens t;
-  t.input_ids = {101, 202, 303};
-  t.positions = {0, 1, 2};
-  t.out_cache_loc = {1, 2, 3};
-  const StageRun original = runner.write(plan, t, KernelKind::HEAD_K_FULL, RealKv{}, Buffer(8), empty_ring(4));
+  const StageRun original = runner.write(three_token_write_plan(), three_tokens_in_slots_1_to_3(), KernelKind::HEAD_K_FULL,
+                                         RealKv{}, Buffer(8), empty_ring(4));
   EXPECT_TRUE(same_buffer(masked.buffer, original.buffer));
   EXPECT_EQ(static_cast<std::uint64_t>(original.buffer[2].prev_hash), 0x542FE5061275A6ABull);  // SPEC-CANARY §2
 }
