@@ -170,6 +170,9 @@ CANARY_FACTS = sorted(p for p in CASES.glob("canary/*.json") if json.loads(p.rea
 @pytest.mark.parametrize("path", CANARY_FACTS, ids=lambda p: p.stem)
 def test_canary_facts(path, backend):
     case = json.loads(path.read_text())
+    if ("req_identities" in case or "verify_identities" in case.get("verify_plan", {})
+            or "write_identities" in case.get("write_plan", {})):
+        pytest.skip("SPEC-CANARY 11.7 request identities are not bound in Python yet (C++, runtime and CLI only)")
     buf, ring, report = run_canary_case(case, backend)
     expected = case["_expected"]
     if "ring" in expected:
