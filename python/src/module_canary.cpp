@@ -1,0 +1,393 @@
+// kvcanary.Canary's boundary: the bound batch objects (ForwardTokens, ForwardBatch, CachedPrefixes: arrays
+// checked once and held, so a step call imports nothing), the Canary handle and its report as a dict. The
+// Python layer (kvcanary/_canary.py) has checked the config's types; every array rule is checked here.
+
+#include "core_canary.hpp"
+#include "module_arrays.hpp"
+
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/array.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace kvcanary {
+namespace python {
+namespace {
+
+struct BoundTokens {
+  Arg input_ids, positions, out_cache_loc, expected_input_ids, expected_positions;
+  TokensArgs args;
+};
+
+struct BoundBatch {
+  Arg req_pool_indices, prefix_lens, extend_seq_lens, valid_lens;
+  std::array<nb::object, kCanaryGroups> tokens;  // the BoundTokens, held
+  BatchArgs args;
+  Location where;
+};
+
+struct BoundCached {
+  Arg pool_rows, lengths, valid_lens;
+  CachedArgs args;
+  Location where;
+};
+
+struct BoundCanary {
+  std::unique_ptr<CanaryHandle> canary;
+  std::vector<Arg> tables;
+  std::vector<nb::object> groups;  // the bound buffers and real-KV sources, held
+  Location where;
+};
+
+// 1-D int64 vectors of one length and one place; returns the length.
+std::int64_t same_vectors(const char* f, const Arg& first, std::initializer_list<const Arg*> others) {
+  const std::int64_t n = first.size(0);
+  for (const Arg* a : others) {
+    check_same_location(first, *a);
+    if (a->size(0) != n)
+      value_error(f, a->name, "has " + std::to_string(a->size(0)) + " entries, " + first.name + " has " +
+                                  std::to_string(n) + "; they must have one length");
+  }
+  return n;
+}
+
+BoundTokens make_tokens(nb::handle input_ids, nb::handle positions, nb::handle out_cache_loc,
+                        nb::handle expected_input_ids, nb::handle expected_positions) {
+  constexpr const char* f = "ForwardTokens";
+  BoundTokens t;
+  t.input_ids = vector_arg(input_ids, f, "input_ids", DType::Int64, false);
+  t.positions = vector_arg(positions, f, "positions", DType::Int64, false);
+  t.out_cache_loc = vector_arg(out_cache_loc, f, "out_cache_loc", DType::Int64, false);
+  same_vectors(f, t.input_ids, {&t.positions, &t.out_cache_loc});
+  if (expected_input_ids.is_none() != expected_positions.is_none())
+    value_error(f, "expected_input_ids", "and expected_positions must be given both or neither");
+  if (!expected_input_ids.is_none()) {
+    t.expected_input_ids = vector_arg(expected_input_ids, f, "expected_input_ids", DType::Int64, false);
+    t.expected_positions = vector_arg(expected_positions, f, "expected_positions", DType::Int64, false);
+    same_vectors(f, t.input_ids, {&t.expected_input_ids, &t.expected_positions});
+    t.args.has_expected = true;
+    t.args.expected_input_ids = as_vec<const std::int64_t>(t.expected_input_ids);
+    t.args.expected_positions = as_vec<const std::int64_t>(t.expected_positions);
+  }
+  t.args.input_ids = as_vec<const std::int64_t>(t.input_ids);
+  t.args.positions = as_vec<const std::int64_t>(t.positions);
+  t.args.out_cache_loc = as_vec<const std::int64_t>(t.out_cache_loc);
+  return t;
+}
+
+BoundBatch make_batch(nb::handle req_pool_indices, nb::handle prefix_lens, nb::handle extend_seq_lens,
+                      nb::object tokens, nb::object swa_tokens, nb::object draft_tokens, nb::handle valid_lens) {
+  constexpr const char* f = "ForwardBatch";
+  BoundBatch b;
+  b.req_pool_indices = vector_arg(req_pool_indices, f, "req_pool_indices", DType::Int64, false);
+  b.prefix_lens = vector_arg(prefix_lens, f, "prefix_lens", DType::Int64, false);
+  b.extend_seq_lens = vector_arg(extend_seq_lens, f, "extend_seq_lens", DType::Int64, false);
+  same_vectors(f, b.req_pool_indices, {&b.prefix_lens, &b.extend_seq_lens});
+  if (!valid_lens.is_none()) {
+    b.valid_lens = vector_arg(valid_lens, f, "expected_tokens_valid_lens", DType::Int64, false);
+    same_vectors(f, b.req_pool_indices, {&b.valid_lens});
+    b.args.has_valid_lens = true;
+    b.args.valid_lens = as_vec<const std::int64_t>(b.valid_lens);
+  }
+  b.args.req_pool_indices = as_vec<const std::int64_t>(b.req_pool_indices);
+  b.args.prefix_lens = as_vec<const std::int64_t>(b.prefix_lens);
+  b.args.extend_seq_lens = as_vec<const std::int64_t>(b.extend_seq_lens);
+  const nb::object given[kCanaryGroups] = {tokens, swa_tokens, draft_tokens};
+  static const char* const names[kCanaryGroups] = {"tokens", "swa_tokens", "draft_tokens"};
+  for (int g = 0; g < kCanaryGroups; ++g) {
+    if (given[g].is_none()) {
+      if (g == 0) value_error(f, "tokens", "is required (a kvcanary.ForwardTokens)");
+      continue;
+    }
+    const BoundTokens& t = nb::cast<const BoundTokens&>(given[g]);
+    if (!(t.input_ids.location == b.req_pool_indices.location))
+      value_error(f, names[g], "is on " + t.input_ids.location.text() + " but req_pool_indices is on " +
+                                   b.req_pool_indices.location.text());
+    b.tokens[g] = given[g];
+    b.args.has_tokens[g] = true;
+    b.args.tokens[g] = t.args;
+  }
+  b.where = b.req_pool_indices.location;
+  return b;
+}
+
+BoundCached make_cached(nb::handle pool_rows, nb::handle lengths, nb::handle valid_lens) {
+  constexpr const char* f = "CachedPrefixes";
+  BoundCached c;
+  c.pool_rows = vector_arg(pool_rows, f, "pool_rows", DType::Int64, false);
+  c.lengths = vector_arg(lengths, f, "lengths", DType::Int64, false);
+  same_vectors(f, c.pool_rows, {&c.lengths});
+  if (!valid_lens.is_none()) {
+    c.valid_lens = vector_arg(valid_lens, f, "expected_tokens_valid_lens", DType::Int64, false);
+    same_vectors(f, c.pool_rows, {&c.valid_lens});
+    c.args.has_valid_lens = true;
+    c.args.valid_lens = as_vec<const std::int64_t>(c.valid_lens);
+  }
+  c.args.pool_rows = as_vec<const std::int64_t>(c.pool_rows);
+  c.args.lengths = as_vec<const std::int64_t>(c.lengths);
+  c.where = c.pool_rows.location;
+  return c;
+}
+
+template <class T>
+T field(const nb::dict& config, const char* key) {
+  if (!config.contains(key)) value_error("Canary", std::string("config.") + key, "is missing");
+  return nb::cast<T>(config[key]);
+}
+
+CanaryConfigArgs config_args(const nb::dict& d, nb::object sink) {
+  CanaryConfigArgs c;
+  c.report_mode = field<int>(d, "report_mode");
+  c.multi_line = field<bool>(d, "multi_line");
+  c.keep_never_written = field<bool>(d, "keep_never_written");
+  c.ring_capacity = field<std::int64_t>(d, "ring_capacity");
+  c.pump_rows_per_step = field<std::int64_t>(d, "pump_rows_per_step");
+  c.sweep_interval = field<std::int64_t>(d, "sweep_interval");
+  c.sweep_swa_group = field<bool>(d, "sweep_swa_group");
+  c.real_kv_mode = field<int>(d, "real_kv_mode");
+  c.tail_pass = field<bool>(d, "tail_pass");
+  c.write_input_assert = field<bool>(d, "write_input_assert");
+  c.verify_token_assert = field<bool>(d, "verify_token_assert");
+  c.chain_position_assert = field<bool>(d, "chain_position_assert");
+  c.stats_every_n_steps = field<std::int64_t>(d, "stats_every_n_steps");
+  c.health_check_every_n_steps = field<std::int64_t>(d, "health_check_every_n_steps");
+  c.swa_divergence_every_n_steps = field<std::int64_t>(d, "swa_divergence_every_n_steps");
+  c.swa_group = field<bool>(d, "swa_group");
+  c.swa_window = field<int>(d, "swa_window");
+  c.draft_group = field<bool>(d, "draft_group");
+  c.pool_slots = field<std::int64_t>(d, "pool_slots");
+  c.swa_pool_slots = field<std::int64_t>(d, "swa_pool_slots");
+  c.max_running_requests = field<std::int64_t>(d, "max_running_requests");
+  c.max_context_len = field<std::int64_t>(d, "max_context_len");
+  c.cuda_graph_max_bs = field<std::int64_t>(d, "cuda_graph_max_bs");
+  c.max_cached_prefixes = field<std::int64_t>(d, "max_cached_prefixes");
+  c.verify_capacity = field<std::int64_t>(d, "verify_capacity");
+  c.write_req_capacity = field<std::int64_t>(d, "write_req_capacity");
+  c.sweep_req_capacity = field<std::int64_t>(d, "sweep_req_capacity");
+  c.plan_algorithm = field<int>(d, "plan_algorithm");
+  c.canary_algorithm = field<int>(d, "canary_algorithm");
+  if (!sink.is_none())
+    c.sink = [sink](const std::string& line) {
+      nb::gil_scoped_acquire gil;
+      sink(line);
+    };
+  return c;
+}
+
+nb::dict config_dict(const CanaryConfigArgs& c) {
+  nb::dict d;
+  d["report_mode"] = c.report_mode;
+  d["multi_line"] = c.multi_line;
+  d["keep_never_written"] = c.keep_never_written;
+  d["ring_capacity"] = c.ring_capacity;
+  d["pump_rows_per_step"] = c.pump_rows_per_step;
+  d["sweep_interval"] = c.sweep_interval;
+  d["sweep_swa_group"] = c.sweep_swa_group;
+  d["real_kv_mode"] = c.real_kv_mode;
+  d["tail_pass"] = c.tail_pass;
+  d["write_input_assert"] = c.write_input_assert;
+  d["verify_token_assert"] = c.verify_token_assert;
+  d["chain_position_assert"] = c.chain_position_assert;
+  d["stats_every_n_steps"] = c.stats_every_n_steps;
+  d["health_check_every_n_steps"] = c.health_check_every_n_steps;
+  d["swa_divergence_every_n_steps"] = c.swa_divergence_every_n_steps;
+  d["swa_group"] = c.swa_group;
+  d["swa_window"] = c.swa_window;
+  d["draft_group"] = c.draft_group;
+  d["verify_capacity"] = c.verify_capacity;
+  d["write_req_capacity"] = c.write_req_capacity;
+  d["sweep_req_capacity"] = c.sweep_req_capacity;
+  return d;
+}
+
+// (real_kv_k, real_kv_v, k, v): RealKvHandle / CanaryBufferHandle or None each.
+GroupArgs group_args(BoundCanary& c, const Arg& first, nb::handle group, const char* name) {
+  constexpr const char* f = "Canary";
+  GroupArgs g;
+  if (group.is_none()) return g;
+  nb::tuple t = nb::cast<nb::tuple>(group);
+  if (nb::len(t) != 4) value_error(f, name, "must be (real_kv_k, real_kv_v, k, v)");
+  for (int half = 0; half < 2; ++half) {
+    if (t[half].is_none()) continue;
+    const BoundRealKv& kv = nb::cast<const BoundRealKv&>(t[half]);
+    for (const Arg& a : kv.arrays)
+      if (!(a.location == first.location))
+        value_error(f, name, std::string(half ? "real_kv_v" : "real_kv_k") + " sources are on " +
+                                 a.location.text() + " but req_to_token is on " + first.location.text());
+    (half ? g.real_kv_v : g.real_kv_k) = kv.args.sources;
+    c.groups.push_back(nb::borrow(t[half]));
+  }
+  for (int half = 0; half < 2; ++half) {
+    if (t[2 + half].is_none()) continue;
+    const BoundBuffer& b = nb::cast<const BoundBuffer&>(t[2 + half]);
+    if (!(b.bytes.location == first.location))
+      value_error(f, name, std::string(half ? "v" : "k") + " records are on " + b.bytes.location.text() +
+                               " but req_to_token is on " + first.location.text());
+    (half ? g.has_v : g.has_k) = true;
+    (half ? g.v : g.k) = b.args;
+    c.groups.push_back(nb::borrow(t[2 + half]));
+  }
+  return g;
+}
+
+void make_canary(BoundCanary* self, const nb::dict& config, nb::object sink, nb::handle req_to_token,
+                 nb::handle expected_tokens, nb::handle lut, nb::handle target, nb::handle swa, nb::handle draft,
+                 nb::object device, nb::object backend, nb::object stream) {
+  constexpr const char* f = "Canary";
+  BoundCanary c;
+  CanaryTablesArgs t;
+  Arg rtt = import_array(req_to_token, f, "req_to_token", false);
+  const std::int64_t stride = check_matrix(rtt, DType::Int32);
+  t.req_to_token = Mat<const std::int32_t>{static_cast<const std::int32_t*>(rtt.data()), rtt.size(0), rtt.size(1), stride};
+  if (!device.is_none()) {
+    const std::string want = nb::cast<std::string>(device);
+    const std::string have = rtt.location.text();
+    if (want != have && !(want == "cuda" && rtt.location.cuda))
+      value_error(f, "device", "is '" + want + "' but req_to_token is on " + have +
+                                   " (the Canary runs where the engine's tables live)");
+  }
+  if (!expected_tokens.is_none()) {
+    Arg pool = import_array(expected_tokens, f, "req_to_verify_expected_tokens", false);
+    const std::int64_t pool_stride = check_matrix(pool, DType::Int32);
+    check_same_location(rtt, pool);
+    t.has_expected_tokens = true;
+    t.expected_tokens = Mat<const std::int32_t>{static_cast<const std::int32_t*>(pool.data()), pool.size(0),
+                                                pool.size(1), pool_stride};
+    c.tables.push_back(pool);
+  }
+  if (!lut.is_none()) {
+    Arg l = vector_arg(lut, f, "full_to_swa_index_mapping", DType::Int64, false);
+    check_same_location(rtt, l);
+    t.has_lut = true;
+    t.lut = as_vec<const std::int64_t>(l);
+    c.tables.push_back(l);
+  }
+  t.groups[0] = group_args(c, rtt, target, "target");
+  t.groups[1] = group_args(c, rtt, swa, "swa");
+  t.groups[2] = group_args(c, rtt, draft, "draft");
+  const Place place = make_place(f, rtt.location, backend, stream);
+  c.where = rtt.location;
+  c.tables.push_back(rtt);
+  const CanaryConfigArgs args = config_args(config, sink);
+  c.canary = std::make_unique<CanaryHandle>(place, args, t);
+  new (self) BoundCanary(std::move(c));
+}
+
+void same_canary_place(const char* function, const BoundCanary& c, const Location& where, const char* name) {
+  if (!(where == c.where))
+    value_error(function, name, "is on " + where.text() + " but the Canary runs on " + c.where.text());
+}
+
+template <class Call>
+void pass(const BoundCanary& c, Call&& call) {
+  if (c.where.cuda) {
+    call();
+  } else {
+    nb::gil_scoped_release release;
+    call();
+  }
+}
+
+const char* const kGroupNames[kCanaryGroups] = {"target", "swa", "draft"};
+
+nb::dict report_dict(const CanaryReport& r) {
+  nb::list rows;
+  for (size_t i = 0; i + 8 <= r.rows.size(); i += 8) {
+    nb::list row;
+    for (size_t k = 0; k < 8; ++k) row.append(r.rows[i + k]);
+    rows.append(nb::tuple(row));
+  }
+  const auto names = [](const std::vector<int>& groups) {
+    nb::list out;
+    for (const int g : groups) out.append(kGroupNames[g]);
+    return out;
+  };
+  nb::dict d;
+  d["step"] = r.step;
+  d["rows"] = rows;
+  d["lines"] = nb::cast(r.lines);
+  d["row_groups"] = names(r.row_groups);
+  d["overflowed_groups"] = names(r.overflowed_groups);
+  d["warnings"] = nb::cast(r.warnings);
+  d["health_errors"] = nb::cast(r.health_errors);
+  d["info"] = nb::cast(r.info);
+  d["count"] = r.count;
+  d["capacity"] = r.capacity;
+  d["overflowed"] = r.overflowed;
+  d["lost_to_overflow"] = r.lost_to_overflow;
+  d["newly_lost"] = r.newly_lost;
+  d["rows_read"] = r.rows_read;
+  d["dropped"] = r.dropped;
+  d["dropped_launch_tags"] = nb::cast(r.dropped_launch_tags);
+  d["slot_run_counter"] = r.slot_run_counter;
+  d["kernel_run_counter"] = r.kernel_run_counter;
+  d["summary"] = r.summary;
+  return d;
+}
+
+}  // namespace
+
+void bind_canary(nb::module_& m) {
+  nb::exception<ViolationRaised>(m, "ViolationRaised", PyExc_RuntimeError);
+  nb::exception<NotRunningRaised>(m, "NotRunningRaised", PyExc_RuntimeError);
+
+  nb::class_<BoundTokens>(m, "ForwardTokensHandle")
+      .def("__init__", [](BoundTokens* self, nb::handle a, nb::handle b, nb::handle c, nb::handle d, nb::handle e) {
+        new (self) BoundTokens(make_tokens(a, b, c, d, e));
+      }, "input_ids"_a.none(), "positions"_a.none(), "out_cache_loc"_a.none(), "expected_input_ids"_a.none(),
+         "expected_positions"_a.none())
+      .def_prop_ro("size", [](const BoundTokens& t) { return t.args.input_ids.size; });
+  nb::class_<BoundBatch>(m, "ForwardBatchHandle")
+      .def("__init__", [](BoundBatch* self, nb::handle a, nb::handle b, nb::handle c, nb::object tokens,
+                          nb::object swa, nb::object draft, nb::handle valid) {
+        new (self) BoundBatch(make_batch(a, b, c, tokens, swa, draft, valid));
+      }, "req_pool_indices"_a.none(), "prefix_lens"_a.none(), "extend_seq_lens"_a.none(), "tokens"_a.none(),
+         "swa_tokens"_a.none(), "draft_tokens"_a.none(), "expected_tokens_valid_lens"_a.none())
+      .def_prop_ro("batch_size", [](const BoundBatch& b) { return b.args.req_pool_indices.size; });
+  nb::class_<BoundCached>(m, "CachedPrefixesHandle")
+      .def("__init__", [](BoundCached* self, nb::handle a, nb::handle b, nb::handle c) {
+        new (self) BoundCached(make_cached(a, b, c));
+      }, "pool_rows"_a.none(), "lengths"_a.none(), "expected_tokens_valid_lens"_a.none());
+
+  nb::class_<BoundCanary>(m, "CanaryHandle")
+      .def("__init__", &make_canary, "config"_a, "sink"_a.none(), "req_to_token"_a.none(),
+           "req_to_verify_expected_tokens"_a.none(), "full_to_swa_index_mapping"_a.none(), "target"_a.none(),
+           "swa"_a.none(), "draft"_a.none(), "device"_a.none(), "backend"_a.none(), "stream"_a.none())
+      .def("before_forward", [](BoundCanary& c, const BoundBatch& b) {
+        same_canary_place("Canary.before_forward", c, b.where, "batch");
+        pass(c, [&] { c.canary->before_forward(b.args); });
+      })
+      .def("after_forward", [](BoundCanary& c, const BoundBatch& b) {
+        same_canary_place("Canary.after_forward", c, b.where, "batch");
+        pass(c, [&] { c.canary->after_forward(b.args); });
+      })
+      .def("sweep", [](BoundCanary& c, const BoundCached& p) {
+        same_canary_place("Canary.sweep", c, p.where, "cached");
+        pass(c, [&] { c.canary->sweep(p.args); });
+      })
+      // The report calls keep the GIL: the sink is Python.
+      .def("end_step", [](BoundCanary& c, std::int64_t forwards) { return report_dict(c.canary->end_step(forwards)); })
+      .def("flush", [](BoundCanary& c) { return report_dict(c.canary->flush()); })
+      .def("rearm", [](BoundCanary& c) { return report_dict(c.canary->rearm()); })
+      .def("last_report", [](const BoundCanary& c) { return report_dict(c.canary->last_report()); })
+      .def("set_chain_position_assert", [](BoundCanary& c, bool on) { c.canary->set_chain_position_assert(on); })
+      .def_prop_ro("steps", [](const BoundCanary& c) { return c.canary->steps(); })
+      .def_prop_ro("sweeps", [](const BoundCanary& c) { return c.canary->sweeps(); })
+      .def_prop_ro("capacities", [](const BoundCanary& c) { return c.canary->capacities(); })
+      .def("group_on", [](const BoundCanary& c, int g) { return c.canary->group_on(g); })
+      .def_prop_ro("device", [](const BoundCanary& c) { return c.where.text(); });
+
+  m.def("canary_config_defaults", [] { return config_dict(default_canary_config()); });
+}
+
+}  // namespace python
+}  // namespace kvcanary
