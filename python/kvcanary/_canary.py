@@ -251,7 +251,7 @@ def _group(value, name: str):
 
 # ---- the report ----
 
-@dataclass(frozen=True)
+@dataclass
 class RuntimeReport:
     """What Canary.end_step() / flush() read (kvcanary::RuntimeReport): every group's new rows and their
     lines, the totals summed over the groups, and what the host checks said."""
@@ -382,7 +382,7 @@ class Canary:
 
     def _reporting(self, call) -> RuntimeReport:
         try:
-            return RuntimeReport(**call())
+            return RuntimeReport(*call())
         except _core.NotRunningRaised as error:
             raise CanaryNotRunningError(str(error), self.last_report) from None
         except _core.ViolationRaised:
@@ -399,7 +399,7 @@ class Canary:
     @property
     def last_report(self) -> RuntimeReport:
         """What the last end_step() / flush() reported (also when it raised)."""
-        return RuntimeReport(**self._core.last_report())
+        return RuntimeReport(*self._core.last_report())
 
     @property
     def config(self) -> CanaryConfig:

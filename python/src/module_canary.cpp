@@ -299,7 +299,8 @@ void pass(const BoundCanary& c, Call&& call) {
 
 const char* const kGroupNames[kCanaryGroups] = {"target", "swa", "draft"};
 
-nb::dict report_dict(const CanaryReport& r) {
+// kvcanary.RuntimeReport's fields, in order (a tuple: the cheapest object to build every step).
+nb::tuple report_tuple(const CanaryReport& r) {
   nb::list rows;
   for (size_t i = 0; i + 8 <= r.rows.size(); i += 8) {
     nb::list row;
@@ -311,27 +312,10 @@ nb::dict report_dict(const CanaryReport& r) {
     for (const int g : groups) out.append(kGroupNames[g]);
     return out;
   };
-  nb::dict d;
-  d["step"] = r.step;
-  d["rows"] = rows;
-  d["lines"] = nb::cast(r.lines);
-  d["row_groups"] = names(r.row_groups);
-  d["overflowed_groups"] = names(r.overflowed_groups);
-  d["warnings"] = nb::cast(r.warnings);
-  d["health_errors"] = nb::cast(r.health_errors);
-  d["info"] = nb::cast(r.info);
-  d["count"] = r.count;
-  d["capacity"] = r.capacity;
-  d["overflowed"] = r.overflowed;
-  d["lost_to_overflow"] = r.lost_to_overflow;
-  d["newly_lost"] = r.newly_lost;
-  d["rows_read"] = r.rows_read;
-  d["dropped"] = r.dropped;
-  d["dropped_launch_tags"] = nb::cast(r.dropped_launch_tags);
-  d["slot_run_counter"] = r.slot_run_counter;
-  d["kernel_run_counter"] = r.kernel_run_counter;
-  d["summary"] = r.summary;
-  return d;
+  return nb::make_tuple(r.step, rows, nb::cast(r.lines), names(r.row_groups), names(r.overflowed_groups),
+                        nb::cast(r.warnings), nb::cast(r.health_errors), nb::cast(r.info), r.count, r.capacity,
+                        r.overflowed, r.lost_to_overflow, r.newly_lost, r.rows_read, r.dropped,
+                        nb::cast(r.dropped_launch_tags), r.slot_run_counter, r.kernel_run_counter, r.summary);
 }
 
 }  // namespace
@@ -375,10 +359,10 @@ void bind_canary(nb::module_& m) {
         pass(c, [&] { c.canary->sweep(p.args); });
       })
       // The report calls keep the GIL: the sink is Python.
-      .def("end_step", [](BoundCanary& c, std::int64_t forwards) { return report_dict(c.canary->end_step(forwards)); })
-      .def("flush", [](BoundCanary& c) { return report_dict(c.canary->flush()); })
-      .def("rearm", [](BoundCanary& c) { return report_dict(c.canary->rearm()); })
-      .def("last_report", [](const BoundCanary& c) { return report_dict(c.canary->last_report()); })
+      .def("end_step", [](BoundCanary& c, std::int64_t forwards) { return report_tuple(c.canary->end_step(forwards)); })
+      .def("flush", [](BoundCanary& c) { return report_tuple(c.canary->flush()); })
+      .def("rearm", [](BoundCanary& c) { return report_tuple(c.canary->rearm()); })
+      .def("last_report", [](const BoundCanary& c) { return report_tuple(c.canary->last_report()); })
       .def("set_chain_position_assert", [](BoundCanary& c, bool on) { c.canary->set_chain_position_assert(on); })
       .def_prop_ro("steps", [](const BoundCanary& c) { return c.canary->steps(); })
       .def_prop_ro("sweeps", [](const BoundCanary& c) { return c.canary->sweeps(); })
