@@ -36,30 +36,43 @@ namespace {
 
 using namespace detail;
 
+// to(c_field, args_field) for each field of the config that has one type on both sides; the enums are
+// converted by the callers. C and A are const on the side copied from.
+template <class C, class A, class F>
+void same_typed_fields(C& c, A& a, F&& to) {
+  to(c.keep_never_written, a.keep_never_written);
+  to(c.ring_capacity, a.ring_capacity);
+  to(c.pump_rows_per_step, a.pump_rows_per_step);
+  to(c.sweep_interval, a.sweep_interval);
+  to(c.sweep_swa_group, a.sweep_swa_group);
+  to(c.tail_pass, a.tail_pass);
+  to(c.write_input_assert, a.write_input_assert);
+  to(c.verify_token_assert, a.verify_token_assert);
+  to(c.chain_position_assert, a.chain_position_assert);
+  to(c.stats_every_n_steps, a.stats_every_n_steps);
+  to(c.health_check_every_n_steps, a.health_check_every_n_steps);
+  to(c.swa_divergence_every_n_steps, a.swa_divergence_every_n_steps);
+  to(c.swa_group, a.swa_group);
+  to(c.swa_window, a.swa_window);
+  to(c.draft_group, a.draft_group);
+  to(c.dimensions.pool_slots, a.pool_slots);
+  to(c.dimensions.swa_pool_slots, a.swa_pool_slots);
+  to(c.dimensions.max_running_requests, a.max_running_requests);
+  to(c.dimensions.max_context_len, a.max_context_len);
+  to(c.dimensions.cuda_graph_max_bs, a.cuda_graph_max_bs);
+  to(c.dimensions.max_cached_prefixes, a.max_cached_prefixes);
+  to(c.capacities.verify_capacity, a.verify_capacity);
+  to(c.capacities.write_req_capacity, a.write_req_capacity);
+  to(c.capacities.sweep_req_capacity, a.sweep_req_capacity);
+}
+
 CanaryConfig canary_config(const CanaryConfigArgs& a) {
   CanaryConfig c;
+  same_typed_fields(c, a, [](auto& to, const auto& from) { to = from; });
   c.report_mode = static_cast<ReportMode>(a.report_mode);
   c.report_format = a.multi_line ? ReportFormat::MultiLine : ReportFormat::OneLine;
-  c.keep_never_written = a.keep_never_written;
   c.sink = a.sink;
-  c.ring_capacity = a.ring_capacity;
-  c.pump_rows_per_step = a.pump_rows_per_step;
-  c.sweep_interval = a.sweep_interval;
-  c.sweep_swa_group = a.sweep_swa_group;
   c.real_kv_mode = static_cast<RealKvMode>(a.real_kv_mode);
-  c.tail_pass = a.tail_pass;
-  c.write_input_assert = a.write_input_assert;
-  c.verify_token_assert = a.verify_token_assert;
-  c.chain_position_assert = a.chain_position_assert;
-  c.stats_every_n_steps = a.stats_every_n_steps;
-  c.health_check_every_n_steps = a.health_check_every_n_steps;
-  c.swa_divergence_every_n_steps = a.swa_divergence_every_n_steps;
-  c.swa_group = a.swa_group;
-  c.swa_window = a.swa_window;
-  c.draft_group = a.draft_group;
-  c.dimensions = EngineDimensions{a.pool_slots,      a.swa_pool_slots,    a.max_running_requests,
-                                  a.max_context_len, a.cuda_graph_max_bs, a.max_cached_prefixes};
-  c.capacities = Capacities{a.verify_capacity, a.write_req_capacity, a.sweep_req_capacity};
   c.plan_options.algorithm = a.plan_algorithm == 1   ? EntriesAlgorithm::Portable
                              : a.plan_algorithm == 2 ? EntriesAlgorithm::CudaPersistent
                                                      : EntriesAlgorithm::Default;
@@ -175,25 +188,12 @@ class CanaryOn final : public CanaryBase {
 CanaryReport flat(const RuntimeReport& r) {
   CanaryReport out;
   out.step = r.step;
-  const ViolationReport& v = r.violations;
-  for (const RingRow& row : v.rows) out.rows.insert(out.rows.end(), row.begin(), row.end());
-  out.lines = v.lines;
+  out.violations = flatten(r.violations);
   for (const GroupKind g : r.row_groups) out.row_groups.push_back(static_cast<int>(g));
   for (const GroupKind g : r.overflowed_groups) out.overflowed_groups.push_back(static_cast<int>(g));
   out.warnings = r.warnings;
   out.health_errors = r.health_errors;
   out.info = r.info;
-  out.count = v.count;
-  out.capacity = v.capacity;
-  out.lost_to_overflow = v.lost_to_overflow;
-  out.newly_lost = v.newly_lost;
-  out.rows_read = v.rows_read;
-  out.dropped = v.dropped;
-  out.dropped_launch_tags = v.dropped_launch_tags;
-  out.slot_run_counter = v.slot_run_counter;
-  out.kernel_run_counter = v.kernel_run_counter;
-  out.overflowed = v.overflowed;
-  out.summary = summary_line(v);
   return out;
 }
 
@@ -231,27 +231,12 @@ std::set<CanaryHandle*>& live_handles() {
 CanaryConfigArgs default_canary_config() {
   const CanaryConfig c;
   CanaryConfigArgs a;
+  same_typed_fields(c, a, [](const auto& from, auto& to) { to = from; });
   a.report_mode = static_cast<int>(c.report_mode);
   a.multi_line = c.report_format == ReportFormat::MultiLine;
-  a.keep_never_written = c.keep_never_written;
-  a.ring_capacity = c.ring_capacity;
-  a.pump_rows_per_step = c.pump_rows_per_step;
-  a.sweep_interval = c.sweep_interval;
-  a.sweep_swa_group = c.sweep_swa_group;
   a.real_kv_mode = static_cast<int>(c.real_kv_mode);
-  a.tail_pass = c.tail_pass;
-  a.write_input_assert = c.write_input_assert;
-  a.verify_token_assert = c.verify_token_assert;
-  a.chain_position_assert = c.chain_position_assert;
-  a.stats_every_n_steps = c.stats_every_n_steps;
-  a.health_check_every_n_steps = c.health_check_every_n_steps;
-  a.swa_divergence_every_n_steps = c.swa_divergence_every_n_steps;
-  a.swa_group = c.swa_group;
-  a.swa_window = c.swa_window;
-  a.draft_group = c.draft_group;
-  a.verify_capacity = c.capacities.verify_capacity;
-  a.write_req_capacity = c.capacities.write_req_capacity;
-  a.sweep_req_capacity = c.capacities.sweep_req_capacity;
+  a.plan_algorithm = static_cast<int>(c.plan_options.algorithm);
+  a.canary_algorithm = static_cast<int>(c.canary_algorithm);
   return a;
 }
 

@@ -17,7 +17,8 @@
 namespace kvcanary {
 namespace python {
 
-// kvcanary::CanaryConfig field for field (runtime/config.hpp); enums as their int values.
+// kvcanary::CanaryConfig field for field (runtime/config.hpp); enums as their int values, the
+// dimensions' and capacities' fields flat.
 struct CanaryConfigArgs {
   int report_mode = 1;  // ReportMode: 0 none, 1 log, 2 raise
   bool multi_line = false;
@@ -38,6 +39,41 @@ struct CanaryConfigArgs {
   int plan_algorithm = 0;    // 0 default, 1 portable, 2 cuda-persistent
   int canary_algorithm = 0;  // 0 default, 1 portable, 2 cuda
 };
+
+// f(name, field) for every field but the sink (the Python layer's config dict has these keys).
+template <class Args, class F>
+void for_each_config_field(Args& a, F&& f) {
+  f("report_mode", a.report_mode);
+  f("multi_line", a.multi_line);
+  f("keep_never_written", a.keep_never_written);
+  f("ring_capacity", a.ring_capacity);
+  f("pump_rows_per_step", a.pump_rows_per_step);
+  f("sweep_interval", a.sweep_interval);
+  f("sweep_swa_group", a.sweep_swa_group);
+  f("real_kv_mode", a.real_kv_mode);
+  f("tail_pass", a.tail_pass);
+  f("write_input_assert", a.write_input_assert);
+  f("verify_token_assert", a.verify_token_assert);
+  f("chain_position_assert", a.chain_position_assert);
+  f("stats_every_n_steps", a.stats_every_n_steps);
+  f("health_check_every_n_steps", a.health_check_every_n_steps);
+  f("swa_divergence_every_n_steps", a.swa_divergence_every_n_steps);
+  f("swa_group", a.swa_group);
+  f("swa_window", a.swa_window);
+  f("draft_group", a.draft_group);
+  f("pool_slots", a.pool_slots);
+  f("swa_pool_slots", a.swa_pool_slots);
+  f("max_running_requests", a.max_running_requests);
+  f("max_context_len", a.max_context_len);
+  f("cuda_graph_max_bs", a.cuda_graph_max_bs);
+  f("max_cached_prefixes", a.max_cached_prefixes);
+  f("verify_capacity", a.verify_capacity);
+  f("write_req_capacity", a.write_req_capacity);
+  f("sweep_req_capacity", a.sweep_req_capacity);
+  f("plan_algorithm", a.plan_algorithm);
+  f("canary_algorithm", a.canary_algorithm);
+}
+
 CanaryConfigArgs default_canary_config();  // kvcanary::CanaryConfig{}'s values
 
 constexpr int kCanaryGroups = 3;  // target, swa, draft (GroupKind)
@@ -77,18 +113,12 @@ struct CachedArgs {
   Vec<const std::int64_t> valid_lens;
 };
 
-// kvcanary::RuntimeReport, flattened.
+// kvcanary::RuntimeReport, flattened: the violations as read_report's Report, groups as GroupKind ints.
 struct CanaryReport {
   std::int64_t step = -1;
-  std::vector<std::int64_t> rows;  // 8 per kept row
-  std::vector<std::string> lines;
+  Report violations;
   std::vector<int> row_groups, overflowed_groups;
   std::vector<std::string> warnings, health_errors, info;
-  std::int64_t count = 0, capacity = 0, lost_to_overflow = 0, newly_lost = 0, rows_read = 0, dropped = 0;
-  std::vector<std::int64_t> dropped_launch_tags;
-  std::int64_t slot_run_counter = 0, kernel_run_counter = 0;
-  bool overflowed = false;
-  std::string summary;
 };
 
 // Raise mode's errors (kvcanary::ViolationError, CanaryNotRunningError); the report is last_report().

@@ -8,6 +8,7 @@
 #include "core.hpp"
 
 #include <kvcanary/stages/canary_types.hpp>
+#include <kvcanary/stages/report.hpp>
 
 #include <Kokkos_Core.hpp>
 
@@ -22,6 +23,10 @@
 
 namespace kvcanary {
 namespace python {
+
+// A ViolationReport as core.hpp's plain Report (core_report.cpp).
+Report flatten(const ViolationReport& report);
+
 namespace detail {
 
 [[noreturn]] void runtime(const std::string& what);  // std::runtime_error("kvcanary: " + what)

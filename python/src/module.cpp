@@ -408,14 +408,8 @@ nb::dict py_read_report(const BoundRing& ring, std::int64_t already_reported, bo
     snapshot = read_ring(place, ring.args);
   }
   const Report r = make_report(snapshot, already_reported, keep_never_written);
-  nb::list rows;
-  for (size_t i = 0; i + 8 <= r.rows.size(); i += 8) {
-    nb::list row;
-    for (size_t k = 0; k < 8; ++k) row.append(r.rows[i + k]);
-    rows.append(nb::tuple(row));
-  }
   nb::dict d;
-  d["rows"] = rows;
+  d["rows"] = ring_rows(r.rows);
   d["lines"] = nb::cast(r.lines);
   d["count"] = r.count;
   d["capacity"] = r.capacity;

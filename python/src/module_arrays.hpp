@@ -84,6 +84,9 @@ struct BoundRealKv {
 Backend parse_backend(const char* function, const nb::object& backend);
 Place make_place(const char* function, const Location& where, const nb::object& backend, const nb::object& stream);
 
+// Ring rows (8 int64 each, flat) as a list of 8-tuples.
+nb::list ring_rows(const std::vector<std::int64_t>& flat);
+
 // kvcanary.Canary and its bound batch objects (module_canary.cpp).
 void bind_canary(nb::module_& m);
 

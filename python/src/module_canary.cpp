@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace nb = nanobind;
@@ -146,35 +147,10 @@ T field(const nb::dict& config, const char* key) {
 
 CanaryConfigArgs config_args(const nb::dict& d, nb::object sink) {
   CanaryConfigArgs c;
-  c.report_mode = field<int>(d, "report_mode");
-  c.multi_line = field<bool>(d, "multi_line");
-  c.keep_never_written = field<bool>(d, "keep_never_written");
-  c.ring_capacity = field<std::int64_t>(d, "ring_capacity");
-  c.pump_rows_per_step = field<std::int64_t>(d, "pump_rows_per_step");
-  c.sweep_interval = field<std::int64_t>(d, "sweep_interval");
-  c.sweep_swa_group = field<bool>(d, "sweep_swa_group");
-  c.real_kv_mode = field<int>(d, "real_kv_mode");
-  c.tail_pass = field<bool>(d, "tail_pass");
-  c.write_input_assert = field<bool>(d, "write_input_assert");
-  c.verify_token_assert = field<bool>(d, "verify_token_assert");
-  c.chain_position_assert = field<bool>(d, "chain_position_assert");
-  c.stats_every_n_steps = field<std::int64_t>(d, "stats_every_n_steps");
-  c.health_check_every_n_steps = field<std::int64_t>(d, "health_check_every_n_steps");
-  c.swa_divergence_every_n_steps = field<std::int64_t>(d, "swa_divergence_every_n_steps");
-  c.swa_group = field<bool>(d, "swa_group");
-  c.swa_window = field<int>(d, "swa_window");
-  c.draft_group = field<bool>(d, "draft_group");
-  c.pool_slots = field<std::int64_t>(d, "pool_slots");
-  c.swa_pool_slots = field<std::int64_t>(d, "swa_pool_slots");
-  c.max_running_requests = field<std::int64_t>(d, "max_running_requests");
-  c.max_context_len = field<std::int64_t>(d, "max_context_len");
-  c.cuda_graph_max_bs = field<std::int64_t>(d, "cuda_graph_max_bs");
-  c.max_cached_prefixes = field<std::int64_t>(d, "max_cached_prefixes");
-  c.verify_capacity = field<std::int64_t>(d, "verify_capacity");
-  c.write_req_capacity = field<std::int64_t>(d, "write_req_capacity");
-  c.sweep_req_capacity = field<std::int64_t>(d, "sweep_req_capacity");
-  c.plan_algorithm = field<int>(d, "plan_algorithm");
-  c.canary_algorithm = field<int>(d, "canary_algorithm");
+  for_each_config_field(c, [&](const char* key, auto& value) {
+    if (!d.contains(key)) value_error("Canary", std::string("config.") + key, "is missing");
+    value = nb::cast<std::decay_t<decltype(value)>>(d[key]);
+  });
   if (!sink.is_none())
     c.sink = [sink](const std::string& line) {
       nb::gil_scoped_acquire gil;
@@ -183,29 +159,9 @@ CanaryConfigArgs config_args(const nb::dict& d, nb::object sink) {
   return c;
 }
 
-nb::dict config_dict(const CanaryConfigArgs& c) {
+nb::dict config_dict(CanaryConfigArgs c) {
   nb::dict d;
-  d["report_mode"] = c.report_mode;
-  d["multi_line"] = c.multi_line;
-  d["keep_never_written"] = c.keep_never_written;
-  d["ring_capacity"] = c.ring_capacity;
-  d["pump_rows_per_step"] = c.pump_rows_per_step;
-  d["sweep_interval"] = c.sweep_interval;
-  d["sweep_swa_group"] = c.sweep_swa_group;
-  d["real_kv_mode"] = c.real_kv_mode;
-  d["tail_pass"] = c.tail_pass;
-  d["write_input_assert"] = c.write_input_assert;
-  d["verify_token_assert"] = c.verify_token_assert;
-  d["chain_position_assert"] = c.chain_position_assert;
-  d["stats_every_n_steps"] = c.stats_every_n_steps;
-  d["health_check_every_n_steps"] = c.health_check_every_n_steps;
-  d["swa_divergence_every_n_steps"] = c.swa_divergence_every_n_steps;
-  d["swa_group"] = c.swa_group;
-  d["swa_window"] = c.swa_window;
-  d["draft_group"] = c.draft_group;
-  d["verify_capacity"] = c.verify_capacity;
-  d["write_req_capacity"] = c.write_req_capacity;
-  d["sweep_req_capacity"] = c.sweep_req_capacity;
+  for_each_config_field(c, [&](const char* key, const auto& value) { d[key] = value; });
   return d;
 }
 
@@ -301,21 +257,17 @@ const char* const kGroupNames[kCanaryGroups] = {"target", "swa", "draft"};
 
 // kvcanary.RuntimeReport's fields, in order (a tuple: the cheapest object to build every step).
 nb::tuple report_tuple(const CanaryReport& r) {
-  nb::list rows;
-  for (size_t i = 0; i + 8 <= r.rows.size(); i += 8) {
-    nb::list row;
-    for (size_t k = 0; k < 8; ++k) row.append(r.rows[i + k]);
-    rows.append(nb::tuple(row));
-  }
   const auto names = [](const std::vector<int>& groups) {
     nb::list out;
     for (const int g : groups) out.append(kGroupNames[g]);
     return out;
   };
-  return nb::make_tuple(r.step, rows, nb::cast(r.lines), names(r.row_groups), names(r.overflowed_groups),
-                        nb::cast(r.warnings), nb::cast(r.health_errors), nb::cast(r.info), r.count, r.capacity,
-                        r.overflowed, r.lost_to_overflow, r.newly_lost, r.rows_read, r.dropped,
-                        nb::cast(r.dropped_launch_tags), r.slot_run_counter, r.kernel_run_counter, r.summary);
+  const Report& v = r.violations;
+  return nb::make_tuple(r.step, ring_rows(v.rows), nb::cast(v.lines), names(r.row_groups),
+                        names(r.overflowed_groups), nb::cast(r.warnings), nb::cast(r.health_errors),
+                        nb::cast(r.info), v.count, v.capacity, v.overflowed, v.lost_to_overflow, v.newly_lost,
+                        v.rows_read, v.dropped, nb::cast(v.dropped_launch_tags), v.slot_run_counter,
+                        v.kernel_run_counter, v.summary);
 }
 
 }  // namespace

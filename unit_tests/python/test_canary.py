@@ -121,8 +121,11 @@ def test_the_python_config_mirrors_the_cpp_defaults():
     assert defaults.pop("report_mode") == 1 and c.report_mode == "log"
     assert defaults.pop("multi_line") is False and c.report_format == "one-line"
     assert defaults.pop("real_kv_mode") == 0 and c.real_kv_mode == "none"
-    for name in ("verify_capacity", "write_req_capacity", "sweep_req_capacity"):
-        assert getattr(c.capacities, name) == defaults.pop(name)
+    assert defaults.pop("plan_algorithm") == 0 and c.plan_algorithm == "default"
+    assert defaults.pop("canary_algorithm") == 0 and c.canary_algorithm == "default"
+    for part in (c.capacities, c.dimensions):
+        for f in dataclasses.fields(part):
+            assert getattr(part, f.name) == defaults.pop(f.name), f.name
     for name, value in defaults.items():
         assert getattr(c, name) == value, name
 
