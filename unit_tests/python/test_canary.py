@@ -115,6 +115,23 @@ def test_swa_and_draft_groups_report_their_own_rows():
     assert report.row_groups == ["swa"] and report.rows[0][:2] == (int(kc.KernelKind.HEAD_K_SWA), table[1, 2])
 
 
+def test_a_sweep_verifies_the_cached_prefixes():
+    table = req_to_token()
+    k_rec, v_rec = np.zeros((POOL, 32), np.uint8), np.zeros((POOL, 32), np.uint8)
+    canary = kc.Canary(req_to_token=table, target=kc.GroupArrays(k=k_rec, v=v_rec), sweep_interval=1,
+                       report_mode="none", dimensions=dims())
+    canary.before_forward(forward_batch(table, STEPS[0]))
+    cached = kc.CachedPrefixes(pool_rows=np.array([1, 2], np.int64), lengths=np.array([3, 2], np.int64))
+    canary.sweep(cached)
+    assert canary.flush().rows == [] and canary.sweeps == 1
+    corrupt(v_rec, table[2, 0])
+    canary.sweep(cached)
+    report = canary.flush()
+    assert [row[0] for row in report.rows] == [int(kc.KernelKind.SWEEP_V_FULL)] and canary.sweeps == 2
+    with pytest.raises(ValueError, match="sweep_req_capacity is 4"):
+        canary.sweep(kc.CachedPrefixes(pool_rows=np.ones(5, np.int64), lengths=np.ones(5, np.int64)))
+
+
 def test_the_python_config_mirrors_the_cpp_defaults():
     defaults = kc._core.canary_config_defaults()
     c = kc.CanaryConfig()
