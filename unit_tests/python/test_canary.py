@@ -132,6 +132,42 @@ def test_a_sweep_verifies_the_cached_prefixes():
         canary.sweep(kc.CachedPrefixes(pool_rows=np.ones(5, np.int64), lengths=np.ones(5, np.int64)))
 
 
+def test_write_input_assert_checks_the_expected_tokens():
+    table = req_to_token()
+    canary = kc.Canary(req_to_token=table, write_input_assert=True, report_mode="none", dimensions=dims())
+    batch, tokens = step_arrays(table, *STEPS[0])
+    with pytest.raises(ValueError, match="write_input_assert is on but expected_input_ids"):
+        canary.before_forward(kc.ForwardBatch(**batch, tokens=kc.ForwardTokens(**tokens)))
+    expected = tokens["input_ids"].copy()
+    expected[1] += 1  # the engine's sampled token and the one written disagree
+    canary.before_forward(kc.ForwardBatch(**batch, tokens=kc.ForwardTokens(
+        **tokens, expected_input_ids=expected, expected_positions=tokens["positions"])))
+    rows = canary.flush().rows
+    assert [(r[0], r[1], r[7]) for r in rows] == [(int(kind), table[1, 1], int(kc.FailReason.WRITE_TOKEN))
+                                                  for kind in (kc.KernelKind.HEAD_K_FULL, kc.KernelKind.HEAD_V_FULL)]
+
+
+def test_the_tail_pass_fingerprints_the_real_kv_bytes():
+    table = req_to_token()
+    kv_k, kv_v = np.zeros((POOL, 16), np.uint8), np.zeros((POOL, 16), np.uint8)
+    real = kc.GroupArrays(real_kv_k=[kc.RealKvSource(kv_k)], real_kv_v=[kc.RealKvSource(kv_v)])
+    canary = kc.Canary(req_to_token=table, target=real, real_kv_mode="all", tail_pass=True, report_mode="none",
+                       dimensions=dims())
+    for n, step in enumerate(STEPS):
+        if n == 2:
+            kv_v[table[1, 0], 3] ^= 1  # a bit of request 1's cached V flips
+        batch = forward_batch(table, step)
+        canary.before_forward(batch)
+        _, tokens = step_arrays(table, *step)
+        for slot in tokens["out_cache_loc"]:  # the model writes the step's KV
+            kv_k[slot] = kv_v[slot] = slot % 251 + 1
+        canary.after_forward(batch)
+    rows = canary.flush().rows
+    assert {(r[0], r[1], r[7]) for r in rows} == {
+        (int(kind), table[1, 0], int(kc.FailReason.VERIFY_REAL_KV_HASH))
+        for kind in (kc.KernelKind.HEAD_V_FULL, kc.KernelKind.TAIL_V_FULL)}
+
+
 def test_the_python_config_mirrors_the_cpp_defaults():
     defaults = kc._core.canary_config_defaults()
     c = kc.CanaryConfig()
