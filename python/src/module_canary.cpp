@@ -61,6 +61,15 @@ std::int64_t same_vectors(const char* f, const Arg& first, std::initializer_list
   return n;
 }
 
+// expected_tokens_valid_lens, when given: an int64 vector like `first`, imported into `arg` and `vec`.
+bool optional_vector(const char* f, nb::handle h, const Arg& first, Arg& arg, Vec<const std::int64_t>& vec) {
+  if (h.is_none()) return false;
+  arg = vector_arg(h, f, "expected_tokens_valid_lens", DType::Int64, false);
+  same_vectors(f, first, {&arg});
+  vec = as_vec<const std::int64_t>(arg);
+  return true;
+}
+
 BoundTokens make_tokens(nb::handle input_ids, nb::handle positions, nb::handle out_cache_loc,
                         nb::handle expected_input_ids, nb::handle expected_positions) {
   constexpr const char* f = "ForwardTokens";
@@ -93,12 +102,7 @@ BoundBatch make_batch(nb::handle req_pool_indices, nb::handle prefix_lens, nb::h
   b.prefix_lens = vector_arg(prefix_lens, f, "prefix_lens", DType::Int64, false);
   b.extend_seq_lens = vector_arg(extend_seq_lens, f, "extend_seq_lens", DType::Int64, false);
   same_vectors(f, b.req_pool_indices, {&b.prefix_lens, &b.extend_seq_lens});
-  if (!valid_lens.is_none()) {
-    b.valid_lens = vector_arg(valid_lens, f, "expected_tokens_valid_lens", DType::Int64, false);
-    same_vectors(f, b.req_pool_indices, {&b.valid_lens});
-    b.args.has_valid_lens = true;
-    b.args.valid_lens = as_vec<const std::int64_t>(b.valid_lens);
-  }
+  b.args.has_valid_lens = optional_vector(f, valid_lens, b.req_pool_indices, b.valid_lens, b.args.valid_lens);
   b.args.req_pool_indices = as_vec<const std::int64_t>(b.req_pool_indices);
   b.args.prefix_lens = as_vec<const std::int64_t>(b.prefix_lens);
   b.args.extend_seq_lens = as_vec<const std::int64_t>(b.extend_seq_lens);
@@ -127,12 +131,7 @@ BoundCached make_cached(nb::handle pool_rows, nb::handle lengths, nb::handle val
   c.pool_rows = vector_arg(pool_rows, f, "pool_rows", DType::Int64, false);
   c.lengths = vector_arg(lengths, f, "lengths", DType::Int64, false);
   same_vectors(f, c.pool_rows, {&c.lengths});
-  if (!valid_lens.is_none()) {
-    c.valid_lens = vector_arg(valid_lens, f, "expected_tokens_valid_lens", DType::Int64, false);
-    same_vectors(f, c.pool_rows, {&c.valid_lens});
-    c.args.has_valid_lens = true;
-    c.args.valid_lens = as_vec<const std::int64_t>(c.valid_lens);
-  }
+  c.args.has_valid_lens = optional_vector(f, valid_lens, c.pool_rows, c.valid_lens, c.args.valid_lens);
   c.args.pool_rows = as_vec<const std::int64_t>(c.pool_rows);
   c.args.lengths = as_vec<const std::int64_t>(c.lengths);
   c.where = c.pool_rows.location;
