@@ -8,6 +8,7 @@
 #include <kvcanary/impl/hash.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <iomanip>
 #include <random>
 #include <sstream>
@@ -466,7 +467,7 @@ class TwoPlaces {
 
 void check_options(const TransferSimOptions& o) {
   const auto bad = [](const std::string& what) { throw std::invalid_argument("kvcanary simulate (two places): " + what); };
-  if (o.steps < 0 || o.steps > 1000000) bad("steps must be in [0, 1000000]");
+  if (o.steps < 0 || o.steps > 100000000) bad("steps must be in [0, 100000000]");
   if (o.faults_per_class < 0 || o.faults_per_class > 64) bad("faults_per_class must be in [0, 64]");
   if (o.max_prompt < 2 || o.max_output < 2 || o.max_prompt > 4096 || o.max_output > 4096)
     bad("max_prompt and max_output must be in [2, 4096]");
@@ -561,6 +562,9 @@ std::string format_transfer_table(const TransferSimReport& report) {
   }
   os << "rows " << report.rows << ", false positives " << report.false_positives << "\n";
   for (const std::string& line : report.false_positive_lines) os << "  false positive: " << line << "\n";
+  os << (report.ok() ? std::string("OK: every detectable transfer fault detected, no false positive\n")
+                     : "FAIL: " + std::to_string(report.missed()) + " missed, " + std::to_string(report.false_positives) +
+                           " false positives\n");
   return os.str();
 }
 
@@ -569,6 +573,24 @@ std::unique_ptr<TransferStages> reference_transfer_stages() { return std::make_u
 TransferSimReport simulate_transfer(TransferStages& stages, const TransferSimOptions& options) {
   check_options(options);
   return TwoPlaces(stages, options).run();
+}
+
+TransferSimReport simulate_transfer(const TransferSimOptions& options, const std::string& backend) {
+  std::string name = backend;
+  if (name == "default") {
+    name = Kokkos::DefaultExecutionSpace::name();
+    for (auto& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+#ifdef KOKKOS_ENABLE_SERIAL
+  if (name == "serial") return simulate_transfer(Kokkos::Serial{}, options);
+#endif
+#ifdef KOKKOS_ENABLE_OPENMP
+  if (name == "openmp") return simulate_transfer(Kokkos::OpenMP{}, options);
+#endif
+#ifdef KOKKOS_ENABLE_CUDA
+  if (name == "cuda") return simulate_transfer(Kokkos::Cuda{}, options);
+#endif
+  throw std::invalid_argument("kvcanary simulate: backend '" + name + "' is not in this build");
 }
 
 }  // namespace sim

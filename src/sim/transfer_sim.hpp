@@ -149,6 +149,9 @@ std::unique_ptr<TransferStages> reference_transfer_stages();
 // Runs the two-place model over `stages`. Throws std::invalid_argument for options out of range.
 TransferSimReport simulate_transfer(TransferStages& stages, const TransferSimOptions& options);
 
+// The backend by name ("serial", "openmp", "cuda", "default"), for the CLI's --backend.
+TransferSimReport simulate_transfer(const TransferSimOptions& options, const std::string& backend);
+
 template <class ExecutionSpace, class = std::enable_if_t<Kokkos::is_execution_space<ExecutionSpace>::value>>
 TransferSimReport simulate_transfer(const ExecutionSpace& space, const TransferSimOptions& options) {
   BackendTransferStages<ExecutionSpace> stages(space);
