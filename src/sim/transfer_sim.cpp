@@ -192,19 +192,22 @@ class TwoPlaces {
     abort_detected();
   }
 
+  // A row is a fault's when the slot it names is held by the fault's victim now (a slot the fault damaged
+  // that has since gone to another request is no longer its); a covered fault before an uncovered one,
+  // which cannot produce rows and so never takes credit for another's.
   void attribute(const ref::RingRow& row) {
     const std::int64_t slot = row[kRowSlot];
     const std::int64_t holder =
         slot >= 0 && slot < options_.slots_per_place ? decode_.owner[static_cast<std::size_t>(slot)] : -1;
-    for (TransferFaultRecord& f : report_.faults) {
-      if (f.detected_step >= 0 && f.detected_step < step_) continue;  // retired
-      const bool aimed = std::find(f.slots.begin(), f.slots.end(), slot) != f.slots.end();
-      if (!aimed && (holder < 0 || holder != f.victim)) continue;
-      if (f.detected_step < 0) f.detected_step = step_;
-      f.reason_bits |= row[kRowFailReasonBits];
-      ++f.rows;
-      return;
-    }
+    for (const bool covered : {true, false})
+      for (TransferFaultRecord& f : report_.faults) {
+        if (f.covered != covered || holder < 0 || holder != f.victim) continue;
+        if (f.detected_step >= 0 && f.detected_step < step_) continue;  // retired
+        if (f.detected_step < 0) f.detected_step = step_;
+        f.reason_bits |= row[kRowFailReasonBits];
+        ++f.rows;
+        return;
+      }
     false_positive(row, "verify");
   }
 

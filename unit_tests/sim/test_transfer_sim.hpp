@@ -82,6 +82,7 @@ TEST(TwoPlaces, TheBackendGivesTheReferencesReportToTheByte) {
 
 TEST(TwoPlaces, BytesOnlyFaultsAreNotCoveredWithoutRealKv) {
   TransferSimOptions options = all_faults(5);
+  options.steps = 1500;  // long enough for damaged slots to be reused by later requests
   options.real_kv = kvcanary::RealKvMode::None;
   const auto stages = kvcanary::sim::reference_transfer_stages();
   const TransferSimReport report = kvcanary::sim::simulate_transfer(*stages, options);
@@ -89,6 +90,9 @@ TEST(TwoPlaces, BytesOnlyFaultsAreNotCoveredWithoutRealKv) {
   EXPECT_EQ(report.classes[static_cast<int>(TransferFault::LayoutMixup)].not_covered, 3);
   EXPECT_EQ(report.classes[static_cast<int>(TransferFault::DefragBytes)].not_covered, 3);
   EXPECT_EQ(report.classes[static_cast<int>(TransferFault::StaleTier)].not_covered, 0);
+  // An uncovered fault cannot produce rows, so it never takes another's.
+  EXPECT_EQ(report.classes[static_cast<int>(TransferFault::LayoutMixup)].reason_bits, 0);
+  EXPECT_EQ(report.classes[static_cast<int>(TransferFault::DefragBytes)].reason_bits, 0);
 }
 
 TEST(TwoPlaces, OptionsOutOfRangeAreRejected) {
