@@ -28,6 +28,16 @@ RealKvMode real_kv_mode(const std::string& text) {
   throw UsageError("--real-kv needs none, partial or all, got '" + text + "'");
 }
 
+// --faults through `parse` (a list of names), a bad name as a usage error.
+template <class Parse>
+auto faults_option(const std::string& value, Parse parse) {
+  try {
+    return parse(value);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(std::string("--faults: ") + e.what());
+  }
+}
+
 // `simulate --two-places` (docs/simulator.md "Two places"): the prefill/decode/tier model and its transfer
 // faults; only --steps, --seed, --faults (transfer fault names), --real-kv and --backend apply.
 int two_places_command(const std::vector<std::string>& args, std::ostream& out) {
@@ -45,13 +55,7 @@ int two_places_command(const std::vector<std::string>& args, std::ostream& out) 
     if (name == "--seed") options.seed = static_cast<std::uint64_t>(integer_option(name, value, 0, std::numeric_limits<std::int64_t>::max()));
     if (name == "--real-kv") options.real_kv = real_kv_mode(value);
     if (name == "--backend") backend = checked_backend(value);
-    if (name == "--faults") {
-      try {
-        options.faults = sim::parse_transfer_faults(value);
-      } catch (const std::invalid_argument& e) {
-        throw UsageError(std::string("--faults: ") + e.what());
-      }
-    }
+    if (name == "--faults") options.faults = faults_option(value, sim::parse_transfer_faults);
   }
   Kokkos::ScopeGuard kokkos(kokkos_arguments());
   const sim::TransferSimReport report = sim::simulate_transfer(options, backend.value_or("default"));
@@ -99,13 +103,7 @@ int simulate_command(const std::vector<std::string>& args, std::ostream& out) {
     if (name == "--verify-capacity") options.verify_capacity = integer_option(name, value, 1, std::int64_t{1} << 32);
     if (name == "--health-check-every") options.health_check_every = integer_option(name, value, 0, 100000000);
     if (name == "--backend") backend = checked_backend(value);
-    if (name == "--faults") {
-      try {
-        options.faults = sim::parse_fault_classes(value);
-      } catch (const std::invalid_argument& e) {
-        throw UsageError(std::string("--faults: ") + e.what());
-      }
-    }
+    if (name == "--faults") options.faults = faults_option(value, sim::parse_fault_classes);
   }
   // The memory bound (docs/cli-limits.md), from the options alone, before anything is allocated.
   const std::int64_t bound = sim::peak_memory_bound(options);

@@ -535,7 +535,11 @@ std::vector<TransferFault> parse_transfer_faults(const std::string& list) {
     const std::size_t end = std::min(list.find(',', begin), list.size());
     const std::string name = list.substr(begin, end - begin);
     const auto fault = transfer_fault_from_name(name);
-    if (!fault) throw std::invalid_argument("kvcanary simulate: unknown transfer fault '" + name + "'");
+    if (!fault) {
+      std::string known;
+      for (const char* n : kNames) known += std::string(known.empty() ? "" : ", ") + n;
+      throw std::invalid_argument("kvcanary simulate: unknown transfer fault '" + name + "' (all, none, or of: " + known + ")");
+    }
     faults.push_back(*fault);
     begin = end + 1;
   }
