@@ -3,3 +3,4 @@
 #include "test_travel_facts.hpp"
 #include "test_travel_differential.hpp"
 #include "test_travel_consumer.hpp"
+#include "test_head_fingerprint.hpp"

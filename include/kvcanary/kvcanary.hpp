@@ -11,6 +11,7 @@
 #include <kvcanary/stages/canary_types.hpp>
 #include <kvcanary/stages/cross_check.hpp>
 #include <kvcanary/stages/free.hpp>
+#include <kvcanary/stages/head_fingerprint.hpp>
 #include <kvcanary/stages/padding_check.hpp>
 #include <kvcanary/stages/plan.hpp>
 #include <kvcanary/stages/plan_types.hpp>

@@ -43,7 +43,6 @@ struct Place {
     for (std::int64_t s = slots - 1; s >= 1; --s) free_stack.push_back(s);  // slot 0 is the padding slot
   }
   std::uint8_t* bytes(std::int64_t slot) { return kv.sources[0].bytes.data() + slot * kTokenBytes; }
-  std::int64_t available() const { return static_cast<std::int64_t>(free_stack.size()); }
   Int64s allocate(std::int64_t n, std::int64_t request) {
     Int64s slots;
     for (std::int64_t i = 0; i < n; ++i) {

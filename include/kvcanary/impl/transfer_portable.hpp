@@ -37,7 +37,7 @@ struct TransferFunctor {
   bool count_stores = true;   // export's entries count, except as relocate's first half
   std::int64_t items_per_team = 1;
 
-  std::int64_t num_items() const { return static_cast<std::int64_t>(slots.extent(0)); }
+  KOKKOS_INLINE_FUNCTION std::int64_t num_items() const { return static_cast<std::int64_t>(slots.extent(0)); }
 
   // Export one entry; 1 when packed from a slot.
   KOKKOS_INLINE_FUNCTION std::int64_t pack(std::int64_t i) const {
