@@ -8,6 +8,7 @@
 #include <kvcanary/impl/hash.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <iomanip>
 #include <random>
