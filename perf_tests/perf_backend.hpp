@@ -11,6 +11,7 @@
 #include "perf_verify.hpp"
 #include "perf_write.hpp"
 #include "perf_step.hpp"
+#include "perf_transfer.hpp"
 
 #ifndef KVCANARY_PERF_EXECSPACE
 #error "define KVCANARY_PERF_EXECSPACE before including perf_backend.hpp"
@@ -32,6 +33,7 @@ void register_benchmarks() {
   register_write_benchmarks<KVCANARY_PERF_EXECSPACE>(KVCANARY_PERF_BACKEND);
   register_canary_v2_benchmarks<KVCANARY_PERF_EXECSPACE>(KVCANARY_PERF_BACKEND);
   register_step_benchmarks<KVCANARY_PERF_EXECSPACE>(KVCANARY_PERF_BACKEND);
+  register_transfer_benchmarks<KVCANARY_PERF_EXECSPACE>(KVCANARY_PERF_BACKEND);  // SPEC-CANARY §12
 }
 
 }  // namespace kvcanary_perf

@@ -11,6 +11,7 @@
 #include <kvcanary/stages/canary_types.hpp>
 #include <kvcanary/stages/cross_check.hpp>
 #include <kvcanary/stages/free.hpp>
+#include <kvcanary/stages/head_fingerprint.hpp>
 #include <kvcanary/stages/padding_check.hpp>
 #include <kvcanary/stages/plan.hpp>
 #include <kvcanary/stages/plan_types.hpp>
@@ -18,6 +19,7 @@
 #include <kvcanary/stages/poisoned_prefixes.hpp>
 #include <kvcanary/stages/report.hpp>
 #include <kvcanary/stages/report_reader.hpp>
+#include <kvcanary/stages/transfer.hpp>
 #include <kvcanary/stages/verify.hpp>
 #include <kvcanary/stages/write.hpp>
 #include <kvcanary/version.hpp>

@@ -1,7 +1,8 @@
 """kvcanary: a whole KV-cache canary for LLM inference engines (plan -> verify -> write -> report).
 
 Importing kvcanary starts nothing (engines fork after import): Kokkos starts on the first call, or on
-``kvcanary.initialize(device=...)``, and stops at interpreter exit. Arrays are used in place, never copied
+``kvcanary.initialize(device=...)``, and stops at interpreter exit. ``kvcanary.Canary`` is the whole runtime
+(plan, verify, write and the report pump of every buffer group, per step). Arrays are used in place, never copied
 (numpy, torch CPU/CUDA, CuPy). ``kvcanary.sglang`` is a drop-in for SGLang's kv_canary launchers.
 """
 
@@ -31,12 +32,26 @@ from ._api import (  # noqa: F401
     verify,
     write,
 )
+from ._canary import (  # noqa: F401
+    CachedPrefixes,
+    Canary,
+    CanaryConfig,
+    CanaryNotRunningError,
+    Capacities,
+    EngineDimensions,
+    ForwardBatch,
+    ForwardTokens,
+    GroupArrays,
+    RuntimeReport,
+)
 
 __all__ = [
     "initialize", "finalize", "is_initialized", "backends", "prepare",
     "plan", "verify", "write", "read_report",
     "VerifyPlan", "WritePlan", "PlanStatus", "PlanWorkspace", "CanaryBuffer", "ViolationRing",
     "RealKv", "RealKvSource", "RealKvMode", "KernelKind", "FailReason", "Report", "CanaryViolation",
+    "Canary", "CanaryConfig", "EngineDimensions", "Capacities", "ForwardBatch", "ForwardTokens", "CachedPrefixes",
+    "GroupArrays", "RuntimeReport", "CanaryNotRunningError",
 ]
 
 

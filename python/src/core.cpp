@@ -3,6 +3,7 @@
 // library's own checks (validate(), check_buffer(), ...) still run here and throw std::invalid_argument.
 
 #include "core.hpp"
+#include "core_kokkos.hpp"
 
 #include <kvcanary/stages/plan.hpp>
 #include <kvcanary/stages/verify.hpp>
@@ -23,6 +24,7 @@
 
 namespace kvcanary {
 namespace python {
+using namespace detail;
 namespace {
 
 std::mutex lifecycle_mutex;
@@ -30,51 +32,41 @@ bool finalized_flag = false;
 bool we_initialized = false;
 int init_device = -1;
 
+template <class Mem, class Index>
+StepTokens<Mem, Index> tokens_of(const WriteArgs& a) {
+  const auto vec = [](const Vec<const void>& v) {
+    return Kokkos::View<const Index*, Kokkos::LayoutRight, Mem>(static_cast<const Index*>(v.data),
+                                                                  static_cast<std::size_t>(v.size));
+  };
+  StepTokens<Mem, Index> tokens;
+  tokens.input_ids = vec(a.input_ids);
+  tokens.positions = vec(a.positions);
+  tokens.out_cache_loc = vec(a.out_cache_loc);
+  if (a.has_expected) {
+    tokens.expected_input_ids = vec(a.expected_input_ids);
+    tokens.expected_positions = vec(a.expected_positions);
+  }
+  tokens.chain_position_assert = Kokkos::View<const std::int32_t, Mem>(a.chain_position_assert);
+  return tokens;
+}
+
+CanaryAlgorithm canary_algorithm(int a) {
+  return a == 1 ? CanaryAlgorithm::Portable : a == 2 ? CanaryAlgorithm::Cuda : CanaryAlgorithm::Default;
+}
+
+}  // namespace
+
+namespace detail {
+
 [[noreturn]] void runtime(const std::string& what) { throw std::runtime_error("kvcanary: " + what); }
 
 #ifdef KOKKOS_ENABLE_CUDA
-void cuda_check(cudaError_t error, const char* what) {
-  if (error != cudaSuccess) runtime(std::string(what) + " failed: " + cudaGetErrorString(error));
-}
+std::mutex instances_mutex;
 
-// The oldest compute capability the build's kernels run on (Kokkos aborts on an older device).
-constexpr int build_arch() {
-#if defined(KOKKOS_ARCH_HOPPER90)
-  return 90;
-#elif defined(KOKKOS_ARCH_AMPERE86)
-  return 86;
-#elif defined(KOKKOS_ARCH_AMPERE80)
-  return 80;
-#elif defined(KOKKOS_ARCH_VOLTA70)
-  return 70;
-#else
-  return 0;
-#endif
-}
-
-// Kokkos sets the current device at init and around its launches; the caller's current device (torch's
-// too) is the same after every call.
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device) {
-    cuda_check(cudaGetDevice(&previous_), "cudaGetDevice");
-    if (device >= 0 && device != previous_) cuda_check(cudaSetDevice(device), "cudaSetDevice");
-  }
-  ~DeviceGuard() { cudaSetDevice(previous_); }
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int previous_ = 0;
-};
-
-// One Kokkos::Cuda instance per (device, stream), made outside graph capture only: creating one
-// allocates and queries the device, which a capture would record or refuse.
 std::map<std::pair<int, std::uintptr_t>, Kokkos::Cuda>& instances() {
   static std::map<std::pair<int, std::uintptr_t>, Kokkos::Cuda> cache;
   return cache;
 }
-std::mutex instances_mutex;
 
 bool capturing(std::uintptr_t stream) {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
@@ -105,131 +97,7 @@ void require_running(int device_id) {
   if (!Kokkos::is_initialized()) initialize(InitOptions{device_id, -1});
 }
 
-template <class Space, class F>
-void on_host(const Space& space, F& f) {
-  f(space, Kokkos::HostSpace{});
-  space.fence();
-}
-
-// Runs f(space, memory_space) on the place's backend. Host backends fence before returning (the caller's
-// numpy arrays hold the results when the call returns); CUDA calls stay asynchronous on their stream.
-template <class F>
-void on_place(const Place& place, F&& f) {
-#ifdef KOKKOS_ENABLE_CUDA
-  // Starting Kokkos allocates and queries the device: never inside a capture.
-  if (place.cuda && !Kokkos::is_initialized() && !finalized_flag) {
-    DeviceGuard guard(place.device_id);
-    if (capturing(place.stream))
-      runtime("first use of kvcanary during CUDA-graph capture; run one call on the capture stream before capturing");
-  }
-#endif
-  require_running(place.cuda ? place.device_id : -1);
-  if (place.cuda) {
-#ifdef KOKKOS_ENABLE_CUDA
-    if (place.device_id != init_device)
-      throw std::invalid_argument("kvcanary: the arrays are on CUDA device " + std::to_string(place.device_id) +
-                                  " but kvcanary runs on device " + std::to_string(init_device) +
-                                  " (Kokkos " + kokkos_version() + " drives one device per process)");
-    DeviceGuard guard(place.device_id);
-    f(instance(place.device_id, place.stream), Kokkos::CudaSpace{});
-    return;
-#else
-    throw std::invalid_argument("kvcanary: CUDA arrays given, but this kvcanary was built without CUDA");
-#endif
-  }
-  switch (place.backend) {
-    case Backend::Serial:
-#ifdef KOKKOS_ENABLE_SERIAL
-      return on_host(Kokkos::Serial(), f);
-#else
-      break;
-#endif
-    case Backend::OpenMP:
-#ifdef KOKKOS_ENABLE_OPENMP
-      return on_host(Kokkos::OpenMP(), f);
-#else
-      break;
-#endif
-    case Backend::Default:
-      return on_host(Kokkos::DefaultHostExecutionSpace(), f);
-    case Backend::Cuda:
-      throw std::invalid_argument("kvcanary: backend 'cuda' needs CUDA arrays, got host arrays");
-  }
-  throw std::invalid_argument("kvcanary: this kvcanary was built without that host backend");
-}
-
-template <class Mem, class T>
-Kokkos::View<const T*, Kokkos::LayoutRight, Mem> in_vec(const Vec<const T>& v) {
-  return Kokkos::View<const T*, Kokkos::LayoutRight, Mem>(v.data, static_cast<std::size_t>(v.size));
-}
-template <class Mem, class T>
-Kokkos::View<T*, Mem> out_vec(const Vec<T>& v) {
-  return Kokkos::View<T*, Mem>(v.data, static_cast<std::size_t>(v.size));
-}
-template <class Mem, class T>
-Kokkos::View<const T**, Kokkos::LayoutStride, Mem> in_mat(const Mat<const T>& m) {
-  return Kokkos::View<const T**, Kokkos::LayoutStride, Mem>(
-      m.data, Kokkos::LayoutStride(static_cast<std::size_t>(m.rows), static_cast<std::size_t>(m.row_stride),
-                                   static_cast<std::size_t>(m.cols), 1));
-}
-
-template <class Mem>
-CanaryBuffer<Mem> buffer_of(const BufferArgs& b) {
-  return wrap_canary_buffer<Mem>(b.data, b.num_slots, b.stride_bytes);
-}
-
-template <class Mem>
-ViolationRing<Mem> ring_of(const RingArgs& r) {
-  ViolationRing<Mem> ring;
-  ring.rows = decltype(ring.rows)(r.rows, static_cast<std::size_t>(r.capacity));
-  ring.count = decltype(ring.count)(r.count);
-  ring.slot_run_counter = decltype(ring.count)(r.slot_run_counter);
-  ring.kernel_run_counter = decltype(ring.count)(r.kernel_run_counter);
-  return ring;
-}
-
-template <class Mem>
-RealKv<Mem> real_kv_of(const RealKvArgs& a) {
-  RealKv<Mem> real_kv;
-  real_kv.mode = static_cast<RealKvMode>(a.mode);
-  for (const SourceArgs& s : a.sources) {
-    RealKvSource<Mem> source;
-    // One page: any stride will do (only row 0 is read); LayoutStride wants one >= the row.
-    const std::int64_t stride = s.pages > 1 ? s.row_stride_bytes : (s.row_bytes > 0 ? s.row_bytes : 1);
-    source.bytes = decltype(source.bytes)(
-        s.data, Kokkos::LayoutStride(static_cast<std::size_t>(s.pages), static_cast<std::size_t>(stride),
-                                     static_cast<std::size_t>(s.row_bytes), 1));
-    source.page_size = s.page_size;
-    source.bytes_per_token = s.bytes_per_token;
-    source.read_bytes = s.read_bytes;
-    real_kv.sources.push_back(source);
-  }
-  return real_kv;
-}
-
-template <class Mem, class Index>
-StepTokens<Mem, Index> tokens_of(const WriteArgs& a) {
-  const auto vec = [](const Vec<const void>& v) {
-    return Kokkos::View<const Index*, Kokkos::LayoutRight, Mem>(static_cast<const Index*>(v.data),
-                                                                  static_cast<std::size_t>(v.size));
-  };
-  StepTokens<Mem, Index> tokens;
-  tokens.input_ids = vec(a.input_ids);
-  tokens.positions = vec(a.positions);
-  tokens.out_cache_loc = vec(a.out_cache_loc);
-  if (a.has_expected) {
-    tokens.expected_input_ids = vec(a.expected_input_ids);
-    tokens.expected_positions = vec(a.expected_positions);
-  }
-  tokens.chain_position_assert = Kokkos::View<const std::int32_t, Mem>(a.chain_position_assert);
-  return tokens;
-}
-
-CanaryAlgorithm canary_algorithm(int a) {
-  return a == 1 ? CanaryAlgorithm::Portable : a == 2 ? CanaryAlgorithm::Cuda : CanaryAlgorithm::Default;
-}
-
-}  // namespace
+}  // namespace detail
 
 // ---- lifecycle ----
 
@@ -277,6 +145,7 @@ bool is_finalized() { return finalized_flag; }
 void finalize() {
   std::lock_guard<std::mutex> lock(lifecycle_mutex);
   if (finalized_flag) return;
+  release_canaries();  // their Views and CUDA streams go before Kokkos does
   finalized_flag = true;
 #ifdef KOKKOS_ENABLE_CUDA
   {

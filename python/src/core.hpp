@@ -153,6 +153,8 @@ struct Report {
   std::vector<std::int64_t> rows;
   std::vector<std::string> lines;
   std::int64_t count = 0, capacity = 0, lost_to_overflow = 0, first_row = 0, rows_read = 0, dropped = 0;
+  std::int64_t newly_lost = 0;
+  std::vector<std::int64_t> dropped_launch_tags;
   std::int64_t slot_run_counter = 0, kernel_run_counter = 0;
   bool overflowed = false;
   std::string summary;

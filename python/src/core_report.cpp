@@ -2,6 +2,7 @@
 // make_report(), flattened into core.hpp's plain types.
 
 #include "core.hpp"
+#include "core_kokkos.hpp"
 
 #include <kvcanary/stages/report.hpp>
 
@@ -16,7 +17,10 @@ Report make_report(const RingSnapshot& s, std::int64_t already_reported, bool ke
   ReportOptions options;
   options.mode = ReportMode::None;
   options.keep_never_written = keep_never_written;
-  const ViolationReport report = kvcanary::make_report(ring, already_reported, options);
+  return flatten(kvcanary::make_report(ring, already_reported, options));
+}
+
+Report flatten(const ViolationReport& report) {
   Report out;
   for (const RingRow& row : report.rows) out.rows.insert(out.rows.end(), row.begin(), row.end());
   out.lines = report.lines;
@@ -24,9 +28,11 @@ Report make_report(const RingSnapshot& s, std::int64_t already_reported, bool ke
   out.capacity = report.capacity;
   out.overflowed = report.overflowed;
   out.lost_to_overflow = report.lost_to_overflow;
+  out.newly_lost = report.newly_lost;
   out.first_row = report.first_row;
   out.rows_read = report.rows_read;
   out.dropped = report.dropped;
+  out.dropped_launch_tags = report.dropped_launch_tags;
   out.slot_run_counter = report.slot_run_counter;
   out.kernel_run_counter = report.kernel_run_counter;
   out.summary = summary_line(report);

@@ -23,6 +23,37 @@ using namespace nb::literals;
 
 namespace kvcanary {
 namespace python {
+
+// ---- the place of a call (module_arrays.hpp) ----
+
+Backend parse_backend(const char* function, const nb::object& backend) {
+  if (backend.is_none()) return Backend::Default;
+  const std::string b = nb::cast<std::string>(backend);
+  if (b == "serial") return Backend::Serial;
+  if (b == "openmp") return Backend::OpenMP;
+  if (b == "cuda") return Backend::Cuda;
+  value_error(function, "backend", "must be None, 'serial', 'openmp' or 'cuda', got '" + b + "'");
+}
+
+Place make_place(const char* function, const Location& where, const nb::object& backend, const nb::object& stream) {
+  Place place;
+  place.backend = parse_backend(function, backend);
+  place.cuda = where.cuda;
+  place.device_id = where.device_id;
+  if (where.cuda) {
+    if (place.backend != Backend::Default && place.backend != Backend::Cuda)
+      value_error(function, "backend", "is a host backend but the arrays are on " + where.text());
+    // None: the current stream of the arrays' framework on their device (torch, then cupy).
+    // Leaked on purpose: a static nb::object would be released by C++ static destruction, after the
+    // interpreter has gone (docs/GPU.md, "The exit crash").
+    static nb::handle resolve = nb::object(nb::module_::import_("kvcanary._streams").attr("resolve")).release();
+    place.stream = nb::cast<std::uintptr_t>(resolve(stream, where.device_id));
+  } else if (!stream.is_none()) {
+    value_error(function, "stream", "is only for CUDA arrays; these arrays are on the host");
+  }
+  return place;
+}
+
 namespace {
 
 struct BoundVerifyPlan {
@@ -43,19 +74,9 @@ struct BoundWorkspace {
   Arg verify_offsets;
 };
 
-struct BoundBuffer {
-  Arg bytes;
-  BufferArgs args;
-};
-
 struct BoundRing {
   Arg rows, count, slot_run_counter, kernel_run_counter;
   RingArgs args;
-};
-
-struct BoundRealKv {
-  std::vector<Arg> arrays;
-  RealKvArgs args;
 };
 
 // ---- constructors: every check of the bound arrays, once ----
@@ -179,34 +200,6 @@ BoundRealKv make_real_kv(int mode, nb::list sources) {
   }
   for (size_t i = 1; i < k.arrays.size(); ++i) check_same_location(k.arrays[0], k.arrays[i]);
   return k;
-}
-
-// ---- the place of a call ----
-
-Backend parse_backend(const char* function, const nb::object& backend) {
-  if (backend.is_none()) return Backend::Default;
-  const std::string b = nb::cast<std::string>(backend);
-  if (b == "serial") return Backend::Serial;
-  if (b == "openmp") return Backend::OpenMP;
-  if (b == "cuda") return Backend::Cuda;
-  value_error(function, "backend", "must be None, 'serial', 'openmp' or 'cuda', got '" + b + "'");
-}
-
-Place make_place(const char* function, const Location& where, const nb::object& backend, const nb::object& stream) {
-  Place place;
-  place.backend = parse_backend(function, backend);
-  place.cuda = where.cuda;
-  place.device_id = where.device_id;
-  if (where.cuda) {
-    if (place.backend != Backend::Default && place.backend != Backend::Cuda)
-      value_error(function, "backend", "is a host backend but the arrays are on " + where.text());
-    // None: the current stream of the arrays' framework on their device (torch, then cupy).
-    static nb::object resolve = nb::module_::import_("kvcanary._streams").attr("resolve");
-    place.stream = nb::cast<std::uintptr_t>(resolve(stream, where.device_id));
-  } else if (!stream.is_none()) {
-    value_error(function, "stream", "is only for CUDA arrays; these arrays are on the host");
-  }
-  return place;
 }
 
 RealKvArgs real_kv_args(const char* function, const Arg& first, const nb::handle real_kv) {
@@ -415,14 +408,8 @@ nb::dict py_read_report(const BoundRing& ring, std::int64_t already_reported, bo
     snapshot = read_ring(place, ring.args);
   }
   const Report r = make_report(snapshot, already_reported, keep_never_written);
-  nb::list rows;
-  for (size_t i = 0; i + 8 <= r.rows.size(); i += 8) {
-    nb::list row;
-    for (size_t k = 0; k < 8; ++k) row.append(r.rows[i + k]);
-    rows.append(nb::tuple(row));
-  }
   nb::dict d;
-  d["rows"] = rows;
+  d["rows"] = ring_rows(r.rows);
   d["lines"] = nb::cast(r.lines);
   d["count"] = r.count;
   d["capacity"] = r.capacity;
@@ -443,6 +430,7 @@ nb::dict py_read_report(const BoundRing& ring, std::int64_t already_reported, bo
 
 NB_MODULE(_core, m) {
   using namespace kvcanary::python;
+  bind_canary(m);
   m.doc() = "kvcanary's extension: checks at the Python boundary, then Kokkos. Use the kvcanary package.";
 
   nb::class_<BoundVerifyPlan>(m, "VerifyPlanHandle")

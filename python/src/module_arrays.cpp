@@ -179,5 +179,15 @@ Arg scalar_arg(nb::handle h, const char* function, const char* name, DType want,
   return a;
 }
 
+nb::list ring_rows(const std::vector<std::int64_t>& flat) {
+  nb::list rows;
+  for (size_t i = 0; i + 8 <= flat.size(); i += 8) {
+    nb::list row;
+    for (size_t k = 0; k < 8; ++k) row.append(flat[i + k]);
+    rows.append(nb::tuple(row));
+  }
+  return rows;
+}
+
 }  // namespace python
 }  // namespace kvcanary

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace kvcanary {
 namespace python {
@@ -67,6 +68,27 @@ void check_same_location(const Arg& first, const Arg& other);
 // Import helpers that do the whole rule for one argument.
 Arg vector_arg(nb::handle h, const char* function, const char* name, DType want, bool writable);
 Arg scalar_arg(nb::handle h, const char* function, const char* name, DType want, bool writable);
+
+// Bound canary records and real-KV sources (kvcanary.CanaryBuffer, kvcanary.RealKv): checked once, held.
+struct BoundBuffer {
+  Arg bytes;
+  BufferArgs args;
+};
+
+struct BoundRealKv {
+  std::vector<Arg> arrays;
+  RealKvArgs args;
+};
+
+// backend: None, 'serial', 'openmp' or 'cuda'; stream: for CUDA arrays (None: the framework's current one).
+Backend parse_backend(const char* function, const nb::object& backend);
+Place make_place(const char* function, const Location& where, const nb::object& backend, const nb::object& stream);
+
+// Ring rows (8 int64 each, flat) as a list of 8-tuples.
+nb::list ring_rows(const std::vector<std::int64_t>& flat);
+
+// kvcanary.Canary and its bound batch objects (module_canary.cpp).
+void bind_canary(nb::module_& m);
 
 template <class T>
 Vec<T> as_vec(const Arg& a) {

@@ -52,6 +52,7 @@ Usage:
                     [--swa W] [--spec-decode] [--max-batch N] [--full-batch] [--output-tokens N]
                     [--real-kv none|partial|all] [--skip-canary-step N] [--verify-capacity N]
                     [--health-check-every N] [--json]
+  kvcanary simulate --two-places [--steps N] [--seed N] [--faults CLASS,...|all|none] [--real-kv M] [--backend B]
                                                              the engine simulator with fault injection
                                                              (docs/simulator.md; default: every fault class);
                                                              exit 1 when a detectable fault was missed or a
@@ -75,6 +76,9 @@ Options:
   --verify-capacity N    simulate: the runtime's verify capacity (default: derived); too small, the
                   batches overflow it and the runtime must warn
   --health-check-every N simulate: the runtime's health check period in steps (default 50, 0: off)
+  --two-places    simulate: a prefill and a decode engine with a host tier, records travelling with the
+                  KV (SPEC-CANARY section 12); its faults: late_write, partial_transfer, layout_mixup,
+                  stale_tier, defrag_bytes
   FILE "-" reads standard input.
 
 Plan case (plan; SPEC section 2 inputs):

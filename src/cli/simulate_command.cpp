@@ -9,6 +9,7 @@
 
 #include <sim/memory_bound.hpp>
 #include <sim/simulate.hpp>
+#include <sim/transfer_sim.hpp>
 
 #include <algorithm>
 #include <cstdint>
@@ -27,9 +28,45 @@ RealKvMode real_kv_mode(const std::string& text) {
   throw UsageError("--real-kv needs none, partial or all, got '" + text + "'");
 }
 
+// --faults through `parse` (a list of names), a bad name as a usage error.
+template <class Parse>
+auto faults_option(const std::string& value, Parse parse) {
+  try {
+    return parse(value);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(std::string("--faults: ") + e.what());
+  }
+}
+
+// `simulate --two-places` (docs/simulator.md "Two places"): the prefill/decode/tier model and its transfer
+// faults; only --steps, --seed, --faults (transfer fault names), --real-kv and --backend apply.
+int two_places_command(const std::vector<std::string>& args, std::ostream& out) {
+  sim::TransferSimOptions options;
+  options.faults = sim::parse_transfer_faults("all");
+  std::optional<std::string> backend;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--two-places") continue;
+    const std::string name = option_name(args[i]);
+    if (name != "--steps" && name != "--seed" && name != "--faults" && name != "--real-kv" && name != "--backend")
+      throw UsageError("simulate --two-places: option '" + args[i] + "' does not apply (--steps, --seed, --faults, "
+                       "--real-kv, --backend do)");
+    const std::string value = option_value(args, i);
+    if (name == "--steps") options.steps = integer_option(name, value, 1, 100000000);
+    if (name == "--seed") options.seed = static_cast<std::uint64_t>(integer_option(name, value, 0, std::numeric_limits<std::int64_t>::max()));
+    if (name == "--real-kv") options.real_kv = real_kv_mode(value);
+    if (name == "--backend") backend = checked_backend(value);
+    if (name == "--faults") options.faults = faults_option(value, sim::parse_transfer_faults);
+  }
+  Kokkos::ScopeGuard kokkos(kokkos_arguments());
+  const sim::TransferSimReport report = sim::simulate_transfer(options, backend.value_or("default"));
+  out << sim::format_transfer_table(report);
+  return report.ok() ? 0 : 1;
+}
+
 }  // namespace
 
 int simulate_command(const std::vector<std::string>& args, std::ostream& out) {
+  if (std::find(args.begin(), args.end(), "--two-places") != args.end()) return two_places_command(args, out);
   sim::SimulationOptions options;
   options.faults = sim::parse_fault_classes("all");
   std::optional<std::string> backend;
@@ -66,13 +103,7 @@ int simulate_command(const std::vector<std::string>& args, std::ostream& out) {
     if (name == "--verify-capacity") options.verify_capacity = integer_option(name, value, 1, std::int64_t{1} << 32);
     if (name == "--health-check-every") options.health_check_every = integer_option(name, value, 0, 100000000);
     if (name == "--backend") backend = checked_backend(value);
-    if (name == "--faults") {
-      try {
-        options.faults = sim::parse_fault_classes(value);
-      } catch (const std::invalid_argument& e) {
-        throw UsageError(std::string("--faults: ") + e.what());
-      }
-    }
+    if (name == "--faults") options.faults = faults_option(value, sim::parse_fault_classes);
   }
   // The memory bound (docs/cli-limits.md), from the options alone, before anything is allocated.
   const std::int64_t bound = sim::peak_memory_bound(options);

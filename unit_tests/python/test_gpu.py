@@ -238,3 +238,71 @@ def test_numpy_arrays_still_work_in_a_cuda_build():
             verify_plan=vp, write_plan=kc.WritePlan.allocate(1), status=kc.PlanStatus.allocate(),
             workspace=kc.PlanWorkspace.allocate(1))
     assert vp.verify_slot_indices[:2].tolist() == [4, 5]
+
+
+def canary_run(device, graph=False):
+    """test_canary.py's three steps (a stale K record before the third) through kvcanary.Canary on torch
+    tensors of `device`; with graph, each step's before_forward is one torch.cuda.graph replay over static
+    batch buffers refilled in place (the Canary's stream is the capture stream)."""
+    from test_canary import POOL, REQS, STEPS, dims, req_to_token, step_arrays
+
+    table = req_to_token()
+    k = torch.zeros((POOL, 32), dtype=torch.uint8, device=device)
+    v = torch.zeros_like(k)
+    stream = torch.cuda.Stream() if graph else None
+    canary = kc.Canary(req_to_token=torch.from_numpy(table).to(device), target=kc.GroupArrays(k=k, v=v),
+                       report_mode="none", dimensions=dims(), stream=stream)
+    arrays = [step_arrays(table, *step) for step in STEPS]
+    as_torch = lambda d: {n: torch.from_numpy(a).to(device) for n, a in d.items()}  # noqa: E731
+    rows = []
+    if graph:  # static buffers of the largest step, padded with pool row 0 and zero lengths
+        tokens = max(len(t["input_ids"]) for _, t in arrays)
+        static = {n: torch.zeros(REQS if n in ("req_pool_indices", "prefix_lens", "extend_seq_lens") else tokens,
+                                 dtype=torch.int64, device=device)
+                  for n in ("req_pool_indices", "prefix_lens", "extend_seq_lens", "input_ids", "positions",
+                            "out_cache_loc")}
+        batch = kc.ForwardBatch(req_pool_indices=static["req_pool_indices"], prefix_lens=static["prefix_lens"],
+                                extend_seq_lens=static["extend_seq_lens"],
+                                tokens=kc.ForwardTokens(input_ids=static["input_ids"], positions=static["positions"],
+                                                        out_cache_loc=static["out_cache_loc"]))
+        with torch.cuda.stream(stream):
+            canary.before_forward(batch)  # warm-up on the capture stream (all-padding batch)
+        stream.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g, stream=stream):
+            canary.before_forward(batch)
+    for n, (b, t) in enumerate(arrays):
+        if n == 2:
+            k.view(torch.int64)[int(table[1, 1]), 0] += 1
+        if graph:
+            for name, a in list(b.items()) + list(t.items()):
+                static[name].zero_()
+                static[name][:len(a)] = torch.from_numpy(a).to(device)
+            torch.cuda.synchronize()
+            g.replay()
+            stream.synchronize()
+        else:
+            canary.before_forward(kc.ForwardBatch(**as_torch(b), tokens=kc.ForwardTokens(**as_torch(t))))
+        rows += canary.end_step().rows
+    rows += canary.flush().rows
+    return k.cpu().numpy(), v.cpu().numpy(), rows
+
+
+def test_canary_on_cuda_equals_the_host_eager_and_in_a_graph():
+    k_host, v_host, rows_host = canary_run(torch.device("cpu"))
+    assert len(rows_host) == 1
+    for graph in (False, True):
+        k, v, rows = canary_run(cuda(), graph=graph)
+        assert np.array_equal(k, k_host) and np.array_equal(v, v_host) and rows == rows_host, graph
+
+
+def test_canary_report_calls_refuse_inside_a_capture():
+    from test_canary import dims, req_to_token
+
+    stream = torch.cuda.Stream()
+    canary = kc.Canary(req_to_token=torch.from_numpy(req_to_token()).to(cuda()), report_mode="none",
+                       dimensions=dims(), stream=stream)
+    g = torch.cuda.CUDAGraph()
+    with pytest.raises(RuntimeError, match="never inside a CUDA-graph capture"):
+        with torch.cuda.graph(g, stream=stream):
+            canary.end_step()
