@@ -229,6 +229,16 @@ TEST_F(Runtime, ReportModes) {
   }
 }
 
+// Zeroes every record of a buffer (a namespace-scope function: CUDA's extended lambdas may not live in a
+// gtest TestBody, which is private).
+template <class Space, class Records>
+void wipe_records(const Space& space, const Records& records) {
+  Kokkos::parallel_for("test::wipe_records", Kokkos::RangePolicy<Space>(space, 0, records.extent(0)),
+                       KOKKOS_LAMBDA(const int slot) {
+                         for (int f = 0; f < 4; ++f) records(slot, f) = 0;
+                       });
+}
+
 // A record wiped to zeros reads as never written: the filter drops its rows, and the report still names
 // the launch tags it dropped (SPEC-CANARY §7: never silent).
 TEST_F(Runtime, DroppedNeverWrittenRowsNameTheirLaunchTags) {
@@ -237,11 +247,7 @@ TEST_F(Runtime, DroppedNeverWrittenRowsNameTheirLaunchTags) {
   config.keep_never_written = false;
   Harness h(EngineShape{}, config, 3);
   for (int s = 1; s <= 6; ++s) h.step();
-  const auto records = h.canary->k_buffer(GroupKind::Target).records;
-  Kokkos::parallel_for("test::wipe_records", Kokkos::RangePolicy<Space>(h.space, 0, records.extent(0)),
-                       KOKKOS_LAMBDA(const int slot) {
-                         for (int f = 0; f < 4; ++f) records(slot, f) = 0;
-                       });
+  wipe_records(h.space, h.canary->k_buffer(GroupKind::Target).records);
   for (int s = 7; s <= 9; ++s) h.step();
   h.record(h.canary->flush());
   std::int64_t dropped = 0;
