@@ -130,6 +130,7 @@ inline canary::CanaryBuffer stamp_prefixes(const Inputs& in) {
   tokens.chain_position_assert = 0;
   const std::vector<RowCells> rows = used_cells(in);
   canary::Outputs plan = canary::make_outputs(0, static_cast<std::int64_t>(rows.size()), -1);
+  if (in.req_identities) plan.write_identities = *in.req_identities;  // each row's records masked by its identity
   plan.write_offsets[0] = 0;
   for (std::size_t r = 0; r < rows.size(); ++r) {
     const std::int64_t prefix = in.prefix_lens[r];
@@ -151,17 +152,32 @@ inline canary::CanaryBuffer stamp_prefixes(const Inputs& in) {
   return buffer;
 }
 
+// SPEC-CANARY §11.7: a distinct non-zero 64-bit identity per request row (as LoRA adapters or cache salts).
+inline void draw_identities(Inputs& in, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::int64_t> identities(in.req_pool_indices.size());
+  for (std::int64_t& id : identities) id = static_cast<std::int64_t>(rng() | 1);
+  in.req_identities = identities;
+}
+
 // The benchmarks of one workload are registered next to each other, so caching the last case built
-// keeps the host memory to one workload at a time (decode bs 256: a 270 MB buffer).
-inline std::shared_ptr<VerifyCase> verify_case(const WorkloadShape& shape) {
+// keeps the host memory to one workload at a time (decode bs 256: a 270 MB buffer). With `identities`,
+// every request has one (SPEC-CANARY §11.7): the plan carries them and the prefixes are stamped with them.
+inline std::shared_ptr<VerifyCase> verify_case(const WorkloadShape& shape, bool identities = false) {
   static std::shared_ptr<VerifyCase> cached;
-  if (cached && cached->workload.name == shape.name) return cached;
+  static bool cached_identities = false;
+  if (cached && cached->workload.name == shape.name && cached_identities == identities) return cached;
   cached.reset();
   auto built = std::make_shared<VerifyCase>();
   built->workload = build_workload(shape);
   draw_distinct_slots(built->workload, shape.seed ^ 0x64697374696e6374ULL);  // "distinct"
+  if (identities) draw_identities(built->workload.inputs, shape.seed ^ 0x6964656e74697479ULL);  // "identity"
   const Inputs& in = built->workload.inputs;
   built->plan = canary::make_outputs(built->workload.verify_capacity, built->workload.write_req_capacity, kPoison);
+  if (identities) {
+    built->plan.verify_identities.emplace(static_cast<std::size_t>(built->workload.verify_capacity), 0);
+    built->plan.write_identities.emplace(static_cast<std::size_t>(built->workload.write_req_capacity), 0);
+  }
   canary::plan(in, built->plan);
   if (built->plan.enable != 1 || built->plan.input_error_bits != 0)
     throw std::logic_error("kvcanary_perf: the canary workload's plan is not enabled and clean");
@@ -169,6 +185,7 @@ inline std::shared_ptr<VerifyCase> verify_case(const WorkloadShape& shape) {
     if (in.swa_window_size > 0 && row.first > 0) ++built->predecessor_reads;
   built->stamped = stamp_prefixes(in);
   cached = built;
+  cached_identities = identities;
   return cached;
 }
 

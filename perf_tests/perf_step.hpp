@@ -10,6 +10,9 @@
 // leaves the K buffer equal to kvcanary::reference::write of the same step over the stamped records; a graph's
 // first replay reports no violation either.
 //
+//   step_id/<workload>/<launch>   the same step with a request identity per row (CanaryConfig::
+//                              request_identities, SPEC-CANARY §11.7): the plan's extra launch and the masks
+//
 //   step_pump/<workload>/<launch>   the same step followed by Canary::end_step() (the asynchronous report
 //                              pump); time per step with the pump, and pump_us_per_step = that minus the same
 //                              steps without end_step(), measured alternately in each iteration
@@ -74,6 +77,7 @@ struct StepCall {
     config.report_mode = kvcanary::ReportMode::None;
     config.health_check_every_n_steps = 0;
     config.verify_token_assert = in.req_to_verify_expected_tokens.has_value();
+    config.request_identities = in.req_identities.has_value();
     config.dimensions.pool_slots = num_canary_slots(in);
     config.dimensions.max_running_requests = in.max_reqs;
     config.dimensions.max_context_len = in.max_seq_len;
@@ -90,6 +94,7 @@ struct StepCall {
     batch.prefix_lens = inputs.prefix_lens;
     batch.extend_seq_lens = inputs.extend_seq_lens;
     if (config.verify_token_assert) batch.expected_tokens_valid_lens = *inputs.req_to_verify_expected_tokens_valid_lens;
+    if (config.request_identities) batch.identities = *inputs.req_identities;
     batch.tokens = kvcanary::ForwardTokens<Memory>{input_ids, positions, out_cache_loc, std::nullopt, std::nullopt};
     space.fence();
   }
@@ -105,9 +110,9 @@ inline void expect_clean_step(const kvcanary::RuntimeReport& report, const std::
 }
 
 template <class ExecutionSpace>
-void bench_step(benchmark::State& state, const WorkloadShape& shape, Launch launch) {
+void bench_step(benchmark::State& state, const WorkloadShape& shape, bool identities, Launch launch) {
   run_checked(state, [&] {
-    const std::shared_ptr<VerifyCase> c = verify_case(shape);
+    const std::shared_ptr<VerifyCase> c = verify_case(shape, identities);
     Instance<ExecutionSpace> instance;
     StepCall<ExecutionSpace> call(instance.space(), *c);
 
@@ -115,6 +120,10 @@ void bench_step(benchmark::State& state, const WorkloadShape& shape, Launch laun
     expect_clean_step(call.canary->flush(), "eager step");
     {
       canary::Outputs plan = canary::make_outputs(c->workload.verify_capacity, c->workload.write_req_capacity, 0);
+      if (identities) {
+        plan.verify_identities.emplace(static_cast<std::size_t>(c->workload.verify_capacity), 0);
+        plan.write_identities.emplace(static_cast<std::size_t>(c->workload.write_req_capacity), 0);
+      }
       canary::plan(c->workload.inputs, plan);
       canary::CanaryBuffer expected = c->stamped;
       canary::ViolationRing ring;
@@ -200,7 +209,9 @@ void register_step_benchmarks(const std::string& backend) {
     for (const auto& launch : launches<ExecutionSpace>(backend)) {
       const Launch mode = launch.first;
       register_timed("step/" + shape.name + "/" + launch.second,
-                     [shape, mode](benchmark::State& state) { bench_step<ExecutionSpace>(state, shape, mode); });
+                     [shape, mode](benchmark::State& state) { bench_step<ExecutionSpace>(state, shape, false, mode); });
+      register_timed("step_id/" + shape.name + "/" + launch.second,
+                     [shape, mode](benchmark::State& state) { bench_step<ExecutionSpace>(state, shape, true, mode); });
       if (shape.name == "decode_bs1" || shape.name == "decode_bs64")
         register_timed("step_pump/" + shape.name + "/" + launch.second,
                        [shape, mode](benchmark::State& state) { bench_step_pump<ExecutionSpace>(state, shape, mode); });

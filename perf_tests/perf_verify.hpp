@@ -7,6 +7,8 @@
 //   verify_kv/<workload>/<launch>  one call over the K and V buffers sharing the plan (a VerifyTarget vector)
 //   verify_kv_v1/<workload>/<launch>  the same with SPEC-CANARY §11's checks off (VerifyChecks::v1()): the
 //                                     others run the defaults, so the pair gives the checks' hot-path cost
+//   verify_kv_id/<workload>/<launch>  verify_kv with a request identity per row (SPEC-CANARY §11.7; the
+//                                     plan's verify_identities, prefixes stamped with them): the identity's cost
 // Checked once before timing (SkipWithError otherwise): the eager call reports no violation and moves the
 // counters by the entries; a graph's first replay too; and one corrupted record (the position of the middle
 // entry's slot, in the last buffer) gives exactly the rows of kvcanary::reference::verify, at least one.
@@ -165,9 +167,9 @@ double gather_floor_us(const Instance<ExecutionSpace>& instance, const VerifyCal
 
 template <class ExecutionSpace>
 void bench_verify(benchmark::State& state, const WorkloadShape& shape, int num_targets, kvcanary::VerifyChecks checks,
-                  kvcanary::CanaryAlgorithm algorithm, Launch launch) {
+                  bool identities, kvcanary::CanaryAlgorithm algorithm, Launch launch) {
   run_checked(state, [&] {
-    const std::shared_ptr<VerifyCase> c = verify_case(shape);
+    const std::shared_ptr<VerifyCase> c = verify_case(shape, identities);
     const Workload& workload = c->workload;
     Instance<ExecutionSpace> instance;  // outlives every View allocated on it
     const VerifyCall<ExecutionSpace> call(instance.space(), *c, num_targets, algorithm, checks);
@@ -212,18 +214,20 @@ void register_verify_benchmarks(const std::string& backend) {
   for (const WorkloadShape& shape : shapes_by_regime()) {
     const std::int64_t cells = (shape.batch_size + 1) * (shape.prefix_max + shape.extend_max);  // workloads.hpp
     if (!is_cuda<ExecutionSpace>() && cells > kHostMaxCanarySlots && !host_large_workloads()) continue;
-    // verify_kv_v1: the K and V call with SPEC-CANARY §11's checks off, the baseline of their hot-path cost.
-    for (const int variant : {1, 2, 3})
+    // verify_kv_v1: the K and V call with SPEC-CANARY §11's checks off, the baseline of their hot-path cost;
+    // verify_kv_id: with request identities (§11.7), against verify_kv. Identities last: one rebuild per shape.
+    for (const int variant : {1, 2, 3, 4})
       for (const auto& algorithm : canary_algorithms<ExecutionSpace>(false))
         for (const auto& launch : launches<ExecutionSpace>(backend)) {
           const int targets = variant == 1 ? 1 : 2;
-          const auto stage = variant == 1 ? "verify/" : variant == 2 ? "verify_kv/" : "verify_kv_v1/";
+          const char* const stages[] = {"verify/", "verify_kv/", "verify_kv_v1/", "verify_kv_id/"};
           const kvcanary::VerifyChecks checks = variant == 3 ? kvcanary::VerifyChecks::v1() : kvcanary::VerifyChecks{};
+          const bool identities = variant == 4;
           const kvcanary::CanaryAlgorithm path = algorithm.second;
           const Launch mode = launch.first;
-          register_timed(stage + shape.name + algorithm.first + "/" + launch.second,
-                         [shape, targets, checks, path, mode](benchmark::State& state) {
-                           bench_verify<ExecutionSpace>(state, shape, targets, checks, path, mode);
+          register_timed(stages[variant - 1] + shape.name + algorithm.first + "/" + launch.second,
+                         [shape, targets, checks, identities, path, mode](benchmark::State& state) {
+                           bench_verify<ExecutionSpace>(state, shape, targets, checks, identities, path, mode);
                          });
         }
   }
