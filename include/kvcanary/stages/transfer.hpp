@@ -91,25 +91,36 @@ TransferFunctor<MemorySpace, Index> transfer_functor(const CanaryBuffer<MemorySp
   return functor;
 }
 
+// export_records() and import_records(), which differ only in `direction`: errors, the region and the kernel
+// label name the public function, and `records` as its argument ("out" on export, "in" on import).
+template <class ExecutionSpace, class SlotsView, class MemorySpace>
+void transfer_listed(const ExecutionSpace& space, TransferDirection direction, const SlotsView& slots,
+                     const CanaryBuffer<MemorySpace>& buffer, const TransferRecords<MemorySpace>& records,
+                     const ViolationRing<MemorySpace>& ring, const TransferOptions& options) {
+  static_assert(check_transfer_types<ExecutionSpace, SlotsView, MemorySpace>());
+  using Index = std::remove_const_t<typename SlotsView::value_type>;
+  const bool exporting = direction == TransferDirection::Export;
+  const char* where = exporting ? "export_records" : "import_records";
+  check_slot_list(where, "slots", slots);
+  check_records(where, exporting ? "out" : "in", records, extent_of(slots));
+  check_transfer_common(where, buffer, ring, options);
+  auto functor = transfer_functor<MemorySpace, Index>(buffer, ring, options);
+  functor.slots = slots;
+  functor.records = records;
+  functor.direction = direction;
+  Kokkos::Profiling::pushRegion(exporting ? "kvcanary::export_records" : "kvcanary::import_records");
+  launch_transfer_portable(space, exporting ? "kvcanary::export_records[portable]" : "kvcanary::import_records[portable]",
+                           functor);
+  Kokkos::Profiling::popRegion();
+}
+
 }  // namespace Impl
 
 template <class ExecutionSpace, class SlotsView, class MemorySpace>
 void export_records(const ExecutionSpace& space, const SlotsView& slots, const CanaryBuffer<MemorySpace>& buffer,
                     const TransferRecords<MemorySpace>& out, const ViolationRing<MemorySpace>& ring,
                     const TransferOptions& options = TransferOptions{}) {
-  static_assert(Impl::check_transfer_types<ExecutionSpace, SlotsView, MemorySpace>());
-  using Index = std::remove_const_t<typename SlotsView::value_type>;
-  constexpr const char* kWhere = "export_records";
-  Impl::check_slot_list(kWhere, "slots", slots);
-  Impl::check_records(kWhere, "out", out, Impl::extent_of(slots));
-  Impl::check_transfer_common(kWhere, buffer, ring, options);
-  auto functor = Impl::transfer_functor<MemorySpace, Index>(buffer, ring, options);
-  functor.slots = slots;
-  functor.records = out;
-  functor.direction = Impl::TransferDirection::Export;
-  Kokkos::Profiling::pushRegion("kvcanary::export_records");
-  Impl::launch_transfer_portable(space, "kvcanary::export_records[portable]", functor);
-  Kokkos::Profiling::popRegion();
+  Impl::transfer_listed(space, Impl::TransferDirection::Export, slots, buffer, out, ring, options);
 }
 
 // `in` is read only; it is taken as a non-const View so that the one functor serves both directions.
@@ -117,19 +128,7 @@ template <class ExecutionSpace, class SlotsView, class MemorySpace>
 void import_records(const ExecutionSpace& space, const SlotsView& slots, const TransferRecords<MemorySpace>& in,
                     const CanaryBuffer<MemorySpace>& buffer, const ViolationRing<MemorySpace>& ring,
                     const TransferOptions& options = TransferOptions{}) {
-  static_assert(Impl::check_transfer_types<ExecutionSpace, SlotsView, MemorySpace>());
-  using Index = std::remove_const_t<typename SlotsView::value_type>;
-  constexpr const char* kWhere = "import_records";
-  Impl::check_slot_list(kWhere, "slots", slots);
-  Impl::check_records(kWhere, "in", in, Impl::extent_of(slots));
-  Impl::check_transfer_common(kWhere, buffer, ring, options);
-  auto functor = Impl::transfer_functor<MemorySpace, Index>(buffer, ring, options);
-  functor.slots = slots;
-  functor.records = in;
-  functor.direction = Impl::TransferDirection::Import;
-  Kokkos::Profiling::pushRegion("kvcanary::import_records");
-  Impl::launch_transfer_portable(space, "kvcanary::import_records[portable]", functor);
-  Kokkos::Profiling::popRegion();
+  Impl::transfer_listed(space, Impl::TransferDirection::Import, slots, buffer, in, ring, options);
 }
 
 template <class ExecutionSpace, class SlotsView, class MemorySpace>

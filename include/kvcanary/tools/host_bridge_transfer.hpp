@@ -47,6 +47,25 @@ template <class Index, class ExecutionSpace>
 auto upload_slots(const ExecutionSpace& space, const char* label, const std::vector<std::int64_t>& slots) {
   return upload<Index, typename ExecutionSpace::memory_space>(space, label, std::vector<Index>(slots.begin(), slots.end()));
 }
+
+// export_records_host_data() and import_records_host_data(), which differ only in `direction`: the side the
+// direction writes (export: `records`, import: `buffer`) comes back, the side it only reads stays const.
+template <TransferDirection direction, class Index, class ExecutionSpace, class HostBuffer, class HostRecords>
+void transfer_host_data(const ExecutionSpace& space, const std::vector<std::int64_t>& slots, HostBuffer& buffer,
+                        HostRecords& records, KernelKind kernel_kind, reference::ViolationRing& ring,
+                        std::int64_t stride_bytes) {
+  constexpr bool exporting = direction == TransferDirection::Export;
+  const auto device_buffer = upload_canary_buffer(space, buffer, stride_bytes);
+  const auto device_records = upload_transfer_records(space, records);
+  const auto device_ring = upload_violation_ring(space, ring);
+  const auto device_slots = upload_slots<Index>(space, exporting ? "kvcanary::export_slots" : "kvcanary::import_slots", slots);
+  transfer_listed(space, direction, device_slots, device_buffer, device_records, device_ring, TransferOptions{kernel_kind});
+  if constexpr (exporting)
+    records = download_transfer_records(space, device_records);
+  else
+    buffer = download_canary_buffer(space, device_buffer);
+  ring = download_violation_ring(space, device_ring);
+}
 }  // namespace Impl
 
 // export_records() on host data; `out` keeps its length (entries past slots.size() come back as they were).
@@ -55,13 +74,8 @@ void export_records_host_data(const ExecutionSpace& space, const std::vector<std
                               const reference::CanaryBuffer& buffer, reference::TransferRecords& out,
                               KernelKind kernel_kind, reference::ViolationRing& ring,
                               std::int64_t stride_bytes = kRecordBytes) {
-  const auto device_buffer = upload_canary_buffer(space, buffer, stride_bytes);
-  const auto device_out = upload_transfer_records(space, out);
-  const auto device_ring = upload_violation_ring(space, ring);
-  const auto device_slots = Impl::upload_slots<Index>(space, "kvcanary::export_slots", slots);
-  export_records(space, device_slots, device_buffer, device_out, device_ring, TransferOptions{kernel_kind});
-  out = download_transfer_records(space, device_out);
-  ring = download_violation_ring(space, device_ring);
+  Impl::transfer_host_data<Impl::TransferDirection::Export, Index>(space, slots, buffer, out, kernel_kind, ring,
+                                                                   stride_bytes);
 }
 
 template <class Index = std::int64_t, class ExecutionSpace>
@@ -69,13 +83,8 @@ void import_records_host_data(const ExecutionSpace& space, const std::vector<std
                               const reference::TransferRecords& in, reference::CanaryBuffer& buffer,
                               KernelKind kernel_kind, reference::ViolationRing& ring,
                               std::int64_t stride_bytes = kRecordBytes) {
-  const auto device_buffer = upload_canary_buffer(space, buffer, stride_bytes);
-  const auto device_in = upload_transfer_records(space, in);
-  const auto device_ring = upload_violation_ring(space, ring);
-  const auto device_slots = Impl::upload_slots<Index>(space, "kvcanary::import_slots", slots);
-  import_records(space, device_slots, device_in, device_buffer, device_ring, TransferOptions{kernel_kind});
-  buffer = download_canary_buffer(space, device_buffer);
-  ring = download_violation_ring(space, device_ring);
+  Impl::transfer_host_data<Impl::TransferDirection::Import, Index>(space, slots, buffer, in, kernel_kind, ring,
+                                                                   stride_bytes);
 }
 
 template <class Index = std::int64_t, class ExecutionSpace>
