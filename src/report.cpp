@@ -81,6 +81,13 @@ bool is_never_written(const RingRow& row) {
          (row[kRowFailReasonBits] & kStoreOrIndexBits) == 0;
 }
 
+void Impl::note_dropped_row(ViolationReport& report, const RingRow& row) {
+  ++report.dropped;
+  auto& tags = report.dropped_launch_tags;
+  const auto at = std::lower_bound(tags.begin(), tags.end(), row[kRowKernelKind]);
+  if (at == tags.end() || *at != row[kRowKernelKind]) tags.insert(at, row[kRowKernelKind]);
+}
+
 ViolationReport make_report(const reference::ViolationRing& ring, std::int64_t already_reported,
                             const ReportOptions& options) {
   constexpr const char* function = "make_report";
@@ -108,10 +115,7 @@ ViolationReport make_report(const reference::ViolationRing& ring, std::int64_t a
   for (std::size_t r = static_cast<std::size_t>(already_reported); r < ring.rows.size(); ++r) {
     const RingRow& row = ring.rows[r];
     if (!options.keep_never_written && is_never_written(row)) {
-      ++report.dropped;
-      auto& tags = report.dropped_launch_tags;
-      const auto at = std::lower_bound(tags.begin(), tags.end(), row[kRowKernelKind]);
-      if (at == tags.end() || *at != row[kRowKernelKind]) tags.insert(at, row[kRowKernelKind]);
+      Impl::note_dropped_row(report, row);
       continue;
     }
     report.rows.push_back(row);

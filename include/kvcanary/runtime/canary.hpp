@@ -617,10 +617,7 @@ class Canary {
         reference::RingRow row;
         for (int f = 0; f < kRingFields; ++f) row[f] = g.host_rows(r, f);
         if (!config_.keep_never_written && is_never_written(row)) {
-          ++v.dropped;
-          auto& tags = v.dropped_launch_tags;  // distinct, ascending, over every group (as make_report)
-          const auto at = std::lower_bound(tags.begin(), tags.end(), row[kRowKernelKind]);
-          if (at == tags.end() || *at != row[kRowKernelKind]) tags.insert(at, row[kRowKernelKind]);
+          Impl::note_dropped_row(v, row);  // the tags distinct and ascending over every group
           continue;
         }
         v.rows.push_back(row);

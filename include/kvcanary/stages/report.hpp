@@ -68,6 +68,12 @@ struct ViolationReport {
   std::int64_t next_row() const { return first_row + rows_read; }
 };
 
+namespace Impl {
+// The never-written filter's bookkeeping of one dropped row (make_report, the runtime's reader): counts it
+// in report.dropped and adds its kernel kind to report.dropped_launch_tags (kept distinct and ascending).
+void note_dropped_row(ViolationReport& report, const RingRow& row);
+}  // namespace Impl
+
 // The report of the rows [already_reported, min(count, capacity)) of a ring snapshot. Throws
 // std::invalid_argument ("kvcanary::make_report: ...") when already_reported is negative or beyond the rows
 // the ring holds (a ring reset under a reader), or when the snapshot's rows do not match its count.
