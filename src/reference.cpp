@@ -24,6 +24,19 @@ Outputs make_outputs(std::int64_t verify_capacity, std::int64_t write_req_capaci
   return o;
 }
 
+Outputs verify_plan_of(const std::vector<std::array<std::int64_t, 4>>& entries) {
+  Outputs plan = make_outputs(static_cast<std::int64_t>(entries.size()), 0, 0);
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    plan.verify_slot_indices[i] = entries[i][0];
+    plan.verify_expected_positions[i] = entries[i][1];
+    plan.verify_prev_slot_indices[i] = entries[i][2];
+    plan.verify_expected_tokens[i] = entries[i][3];
+  }
+  plan.verify_num_valid = static_cast<std::int32_t>(entries.size());
+  plan.enable = 1;
+  return plan;
+}
+
 PlanShapes shapes_of(const Inputs& in, const Outputs& out) {
   const auto size = [](const auto& v) { return static_cast<std::int64_t>(v.size()); };
   PlanShapes s;

@@ -101,18 +101,7 @@ inline bool fits_int32(const Tokens& t) {
 }
 
 // A VerifyPlan of entries (slot, expected position, prev, expected token), all valid, enabled.
-inline Outputs verify_plan_of(const std::vector<std::array<std::int64_t, 4>>& entries) {
-  Outputs plan = kvcanary::reference::make_outputs(static_cast<std::int64_t>(entries.size()), 0, 0);
-  for (std::size_t i = 0; i < entries.size(); ++i) {
-    plan.verify_slot_indices[i] = entries[i][0];
-    plan.verify_expected_positions[i] = entries[i][1];
-    plan.verify_prev_slot_indices[i] = entries[i][2];
-    plan.verify_expected_tokens[i] = entries[i][3];
-  }
-  plan.verify_num_valid = static_cast<std::int32_t>(entries.size());
-  plan.enable = 1;
-  return plan;
-}
+using kvcanary::reference::verify_plan_of;
 
 // The write of SPEC-CANARY §2's example and §11's facts: one request, tokens 101, 202, 303 at positions
 // 0-2 into slots 1-3, from seed -1.

@@ -174,17 +174,8 @@ class TwoPlaces {
       for (std::int64_t p = 0; p < q.length; ++p)
         entries.push_back({q.slots[static_cast<std::size_t>(p)], p, p == 0 ? -1 : q.slots[static_cast<std::size_t>(p - 1)],
                            q.tokens[static_cast<std::size_t>(p)]});
-    ref::Outputs plan = ref::make_outputs(static_cast<std::int64_t>(entries.size()), 0, 0);
-    for (std::size_t i = 0; i < entries.size(); ++i) {
-      plan.verify_slot_indices[i] = entries[i][0];
-      plan.verify_expected_positions[i] = entries[i][1];
-      plan.verify_prev_slot_indices[i] = entries[i][2];
-      plan.verify_expected_tokens[i] = entries[i][3];
-    }
-    plan.verify_num_valid = static_cast<std::int32_t>(entries.size());
-    plan.enable = 1;
     ref::ViolationRing r = ring();
-    stages_.verify(plan, decode_.canary, decode_.kv, r);
+    stages_.verify(ref::verify_plan_of(entries), decode_.canary, decode_.kv, r);
     std::vector<ref::RingRow> rows = r.rows;
     std::sort(rows.begin(), rows.end());  // attribution independent of the backend's row order
     report_.rows += static_cast<std::int64_t>(rows.size());

@@ -7,6 +7,7 @@
 
 #include <kvcanary/stages/plan_shape_checks.hpp>
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -50,6 +51,11 @@ struct Outputs {
 
 // Outputs of the given capacities with every element (scalars too) set to `fill`.
 Outputs make_outputs(std::int64_t verify_capacity, std::int64_t write_req_capacity, std::int64_t fill);
+
+// The verify plan (SPEC-CANARY §5) of `entries` (slot, expected position, prev slot, expected token), in
+// order, all valid and enabled; no write plan. Built by hand, not by plan(): for tests and tools that
+// check prefixes they name themselves.
+Outputs verify_plan_of(const std::vector<std::array<std::int64_t, 4>>& entries);
 
 // The shapes of a call, as check_plan_shapes() sees them.
 PlanShapes shapes_of(const Inputs& inputs, const Outputs& outputs);
