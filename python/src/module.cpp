@@ -471,7 +471,9 @@ NB_MODULE(_core, m) {
 
   nb::class_<BoundVerifyPlan>(m, "VerifyPlanHandle")
       .def("__init__", [](BoundVerifyPlan* self, nb::handle a, nb::handle b, nb::handle c, nb::handle d, nb::handle e,
-                          nb::handle g, nb::handle i) { new (self) BoundVerifyPlan(make_verify_plan(a, b, c, d, e, g, i)); },
+                          nb::handle g, nb::handle i) {
+        new (self) BoundVerifyPlan(make_verify_plan(a, b, c, d, e, g, i));
+      },
            "verify_slot_indices"_a.none(), "verify_expected_tokens"_a.none(), "verify_expected_positions"_a.none(),
            "verify_prev_slot_indices"_a.none(), "verify_num_valid"_a.none(), "enable"_a.none(),
            "verify_identities"_a.none())

@@ -433,6 +433,23 @@ def test_identity_zero_is_byte_equal_to_no_identities(backend):
     assert zeros == runs[0] and rows and any(records)
 
 
+def identity_plans(verify=True, write=True):
+    return dict(verify_plan=kc.VerifyPlan.allocate(16, with_identities=verify),
+                write_plan=kc.WritePlan.allocate(4, with_identities=write))
+
+
+def verify_plan_with(identities):
+    v = {k: np.zeros(4, np.int64) for k in ("verify_slot_indices", "verify_expected_tokens",
+                                             "verify_expected_positions", "verify_prev_slot_indices")}
+    return kc.VerifyPlan(**v, verify_num_valid=np.zeros(1, np.int32), enable=np.zeros(1, np.int32),
+                         verify_identities=identities)
+
+
+def write_plan_with(identities):
+    return kc.WritePlan(write_offsets=np.zeros(3, np.int64), write_seed_slot_indices=np.zeros(2, np.int64),
+                        write_num_valid_reqs=np.zeros(1, np.int32), write_identities=identities)
+
+
 @pytest.mark.parametrize("call, error, match", [
     (lambda: kc.plan(**good_plan_args(req_identities=np.zeros(1, np.int32))), TypeError,
      r"kvcanary\.plan: req_identities must have dtype int64, got int32"),
@@ -440,24 +457,18 @@ def test_identity_zero_is_byte_equal_to_no_identities(backend):
      r"kvcanary\.plan: req_identities must be an array"),
     (lambda: kc.plan(**good_plan_args(req_identities=i64([7]))), ValueError,
      r"req_identities is given but the plans hold no verify_identities"),
-    (lambda: kc.plan(**good_plan_args(req_identities=i64([7]), verify_plan=kc.VerifyPlan.allocate(16, with_identities=True))),
-     ValueError, r"req_identities is given but the plans hold no write_identities"),
-    (lambda: kc.plan(**good_plan_args(req_identities=i64([7, 8]), **dict(zip(
-        ("verify_plan", "write_plan"), bound_plan(16, 4, with_identities=True)[:2])))), ValueError,
+    (lambda: kc.plan(**good_plan_args(req_identities=i64([7]), **identity_plans(write=False))), ValueError,
+     r"req_identities is given but the plans hold no write_identities"),
+    (lambda: kc.plan(**good_plan_args(req_identities=i64([7, 8]), **identity_plans())), ValueError,
      r"req_identities has 2 entries but req_pool_indices has 1"),
-    (lambda: kc.plan(**good_plan_args(**dict(zip(("verify_plan", "write_plan"), bound_plan(16, 4, with_identities=True)[:2])))),
-     ValueError, r"req_identities is missing but the plans hold verify_identities"),
-    (lambda: kc.VerifyPlan(**{k: np.zeros(4, np.int64) for k in ("verify_slot_indices", "verify_expected_tokens",
-                                                                  "verify_expected_positions", "verify_prev_slot_indices")},
-                           verify_num_valid=np.zeros(1, np.int32), enable=np.zeros(1, np.int32),
-                           verify_identities=np.zeros(3, np.int64)), ValueError,
+    (lambda: kc.plan(**good_plan_args(**identity_plans())), ValueError,
+     r"req_identities is missing but the plans hold verify_identities"),
+    (lambda: verify_plan_with(np.zeros(3, np.int64)), ValueError,
      r"kvcanary\.VerifyPlan: verify_identities has 3 entries, verify_slot_indices has 4"),
-    (lambda: kc.WritePlan(write_offsets=np.zeros(3, np.int64), write_seed_slot_indices=np.zeros(2, np.int64),
-                          write_num_valid_reqs=np.zeros(1, np.int32), write_identities=np.zeros(2, np.int32)), TypeError,
+    (lambda: write_plan_with(np.zeros(2, np.int32)), TypeError,
      r"kvcanary\.WritePlan: write_identities must have dtype int64, got int32"),
-    (lambda: kc.WritePlan(write_offsets=np.zeros(3, np.int64), write_seed_slot_indices=np.zeros(2, np.int64),
-                          write_num_valid_reqs=np.zeros(1, np.int32), write_identities=np.zeros((2, 1), np.int64)),
-     ValueError, r"kvcanary\.WritePlan: write_identities must be 1-D"),
+    (lambda: write_plan_with(np.zeros((2, 1), np.int64)), ValueError,
+     r"kvcanary\.WritePlan: write_identities must be 1-D"),
 ], ids=["dtype", "list", "no-plan-identities", "no-write-identities", "length", "missing", "verify-extent",
         "write-dtype", "write-rank"])
 def test_bad_identities_raise_naming_the_argument(call, error, match):

@@ -220,7 +220,8 @@ def test_bad_identities_of_the_canary_raise_naming_the_argument():
     with pytest.raises(ValueError, match=r"kvcanary\.ForwardBatch: identities has 1 entries"):
         forward(identities=np.zeros(1, np.int64))
     with pytest.raises(ValueError, match=r"kvcanary\.CachedPrefixes: identities has 3 entries"):
-        kc.CachedPrefixes(pool_rows=np.ones(2, np.int64), lengths=np.ones(2, np.int64), identities=np.zeros(3, np.int64))
+        kc.CachedPrefixes(pool_rows=np.ones(2, np.int64), lengths=np.ones(2, np.int64),
+                          identities=np.zeros(3, np.int64))
     canary = kc.Canary(req_to_token=table, dimensions=dims(), report_mode="none", request_identities=True)
     with pytest.raises(ValueError, match="request_identities is on but batch.identities is absent"):
         canary.before_forward(forward())
