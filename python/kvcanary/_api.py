@@ -85,31 +85,35 @@ def _empty(shape, dtype: str, device, library: Optional[str], fill: Optional[int
 # ---- bound objects ----
 
 class VerifyPlan:
-    """SPEC §3: four int64 arrays of one length (the verify capacity) and two int32 scalars."""
+    """SPEC §3: four int64 arrays of one length (the verify capacity) and two int32 scalars; optionally
+    verify_identities, int64 of that length too (SPEC-CANARY §11.7: the plan then takes req_identities)."""
 
     __slots__ = ("verify_slot_indices", "verify_expected_tokens", "verify_expected_positions",
-                 "verify_prev_slot_indices", "verify_num_valid", "enable", "_handle")
+                 "verify_prev_slot_indices", "verify_num_valid", "enable", "verify_identities", "_handle")
 
     def __init__(self, *, verify_slot_indices, verify_expected_tokens, verify_expected_positions,
-                 verify_prev_slot_indices, verify_num_valid, enable):
+                 verify_prev_slot_indices, verify_num_valid, enable, verify_identities=None):
         self._handle = _core.VerifyPlanHandle(verify_slot_indices, verify_expected_tokens,
                                               verify_expected_positions, verify_prev_slot_indices,
-                                              verify_num_valid, enable)
+                                              verify_num_valid, enable, verify_identities)
         self.verify_slot_indices = verify_slot_indices
         self.verify_expected_tokens = verify_expected_tokens
         self.verify_expected_positions = verify_expected_positions
         self.verify_prev_slot_indices = verify_prev_slot_indices
         self.verify_num_valid = verify_num_valid
         self.enable = enable
+        self.verify_identities = verify_identities
 
     @classmethod
-    def allocate(cls, capacity: int, *, device=None, library: Optional[str] = None) -> "VerifyPlan":
+    def allocate(cls, capacity: int, *, with_identities: bool = False, device=None,
+                 library: Optional[str] = None) -> "VerifyPlan":
         if capacity < 0:
             raise ValueError(f"kvcanary.VerifyPlan.allocate: capacity must be >= 0, got {capacity}")
         e = lambda: _empty((capacity,), "int64", device, library)  # noqa: E731
         return cls(verify_slot_indices=e(), verify_expected_tokens=e(), verify_expected_positions=e(),
                    verify_prev_slot_indices=e(), verify_num_valid=_empty((1,), "int32", device, library),
-                   enable=_empty((1,), "int32", device, library))
+                   enable=_empty((1,), "int32", device, library),
+                   verify_identities=e() if with_identities else None)
 
     @property
     def capacity(self) -> int:
@@ -117,23 +121,28 @@ class VerifyPlan:
 
 
 class WritePlan:
-    """SPEC §3: write_offsets [capacity + 1], write_seed_slot_indices [capacity], int32 write_num_valid_reqs."""
+    """SPEC §3: write_offsets [capacity + 1], write_seed_slot_indices [capacity], int32 write_num_valid_reqs;
+    optionally write_identities, int64 [capacity] (SPEC-CANARY §11.7: the plan then takes req_identities)."""
 
-    __slots__ = ("write_offsets", "write_seed_slot_indices", "write_num_valid_reqs", "_handle")
+    __slots__ = ("write_offsets", "write_seed_slot_indices", "write_num_valid_reqs", "write_identities", "_handle")
 
-    def __init__(self, *, write_offsets, write_seed_slot_indices, write_num_valid_reqs):
-        self._handle = _core.WritePlanHandle(write_offsets, write_seed_slot_indices, write_num_valid_reqs)
+    def __init__(self, *, write_offsets, write_seed_slot_indices, write_num_valid_reqs, write_identities=None):
+        self._handle = _core.WritePlanHandle(write_offsets, write_seed_slot_indices, write_num_valid_reqs,
+                                             write_identities)
         self.write_offsets = write_offsets
         self.write_seed_slot_indices = write_seed_slot_indices
         self.write_num_valid_reqs = write_num_valid_reqs
+        self.write_identities = write_identities
 
     @classmethod
-    def allocate(cls, capacity: int, *, device=None, library: Optional[str] = None) -> "WritePlan":
+    def allocate(cls, capacity: int, *, with_identities: bool = False, device=None,
+                 library: Optional[str] = None) -> "WritePlan":
         if capacity < 0:
             raise ValueError(f"kvcanary.WritePlan.allocate: capacity must be >= 0, got {capacity}")
         return cls(write_offsets=_empty((capacity + 1,), "int64", device, library),
                    write_seed_slot_indices=_empty((capacity,), "int64", device, library),
-                   write_num_valid_reqs=_empty((1,), "int32", device, library))
+                   write_num_valid_reqs=_empty((1,), "int32", device, library),
+                   write_identities=_empty((capacity,), "int64", device, library) if with_identities else None)
 
     @property
     def capacity(self) -> int:
@@ -274,8 +283,11 @@ def plan(*, req_pool_indices, prefix_lens, extend_seq_lens, req_to_token, verify
          write_plan: WritePlan, status: PlanStatus, workspace: PlanWorkspace, swa_window_size: int = 0,
          full_to_swa_index_mapping=None, req_to_verify_expected_tokens=None,
          req_to_verify_expected_tokens_valid_lens=None, kv_token_id_vs_position_offset: int = 0,
-         algorithm: str = "default", backend: Optional[str] = None, stream=None) -> None:
+         req_identities=None, algorithm: str = "default", backend: Optional[str] = None, stream=None) -> None:
     """Build the step's VerifyPlan and WritePlan (SPEC §4) into the bound outputs.
+
+    req_identities (int64 [bs], SPEC-CANARY §11.7): each request's identity (0 = none), copied into the
+    plans' verify_identities / write_identities; given exactly when both plans were allocated with_identities.
 
     Host arrays: runs on `backend` ('serial', 'openmp'; None = the build's default host backend) and has
     finished on return. CUDA arrays: enqueued on `stream` (None = the framework's current stream), no sync.
@@ -287,8 +299,8 @@ def plan(*, req_pool_indices, prefix_lens, extend_seq_lens, req_to_token, verify
                _handle(status, PlanStatus, "plan", "status"),
                _handle(workspace, PlanWorkspace, "plan", "workspace"),
                int(swa_window_size), full_to_swa_index_mapping, req_to_verify_expected_tokens,
-               req_to_verify_expected_tokens_valid_lens, int(kv_token_id_vs_position_offset), algorithm, backend,
-               stream)
+               req_to_verify_expected_tokens_valid_lens, int(kv_token_id_vs_position_offset), req_identities,
+               algorithm, backend, stream)
 
 
 def _targets(buffers, kernel_kind, real_kv, function: str):
@@ -311,7 +323,9 @@ def verify(*, verify_plan: VerifyPlan, buffer, ring: ViolationRing, kernel_kind=
     """Check every entry of the plan against one canary buffer, or a list of up to 4 sharing the plan
     (then kernel_kind and real_kv may be lists too); violations go to `ring` (SPEC-CANARY §5).
     check_slot_zero / check_freed are the v2 checks of SPEC-CANARY §11.3 / §11.2, on as in C++; turn
-    check_slot_zero off for an engine whose slot 0 holds real tokens (it is not a padding slot)."""
+    check_slot_zero off for an engine whose slot 0 holds real tokens (it is not a padding slot).
+    A plan with verify_identities expects each entry's chain link masked by its request's identity
+    (SPEC-CANARY §11.7): a record another identity wrote fails the chain check (bit 1)."""
     _core.verify(_handle(verify_plan, VerifyPlan, "verify", "verify_plan"),
                  _targets(buffer, kernel_kind, real_kv, "verify"),
                  _handle(ring, ViolationRing, "verify", "ring"), bool(check_expected_token),
@@ -325,7 +339,8 @@ def write(*, write_plan: WritePlan, input_ids, positions, out_cache_loc, buffer,
     """Stamp the step's tokens into one canary buffer, or a list of up to 4 sharing the plan and the tokens
     (the K and V halves: read once; then kernel_kind and real_kv may be lists too) (SPEC-CANARY §4).
     Token arrays: int64, or all int32. chain_position_assert: an int32 scalar array (a device flag, so a
-    captured graph can toggle it)."""
+    captured graph can toggle it). A plan with write_identities masks every chain link a request stores
+    with its identity's mask (SPEC-CANARY §11.7; identity 0 stores the original's records)."""
     _core.write(_handle(write_plan, WritePlan, "write", "write_plan"), input_ids, positions, out_cache_loc,
                 expected_input_ids, expected_positions, chain_position_assert,
                 _targets(buffer, kernel_kind, real_kv, "write"), _handle(ring, ViolationRing, "write", "ring"),

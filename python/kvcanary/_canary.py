@@ -63,6 +63,7 @@ class CanaryConfig:
     write_input_assert: bool = False
     verify_token_assert: bool = False
     chain_position_assert: bool = True
+    request_identities: bool = False      # batches and sweeps carry identities (SPEC-CANARY §11.7)
     stats_every_n_steps: int = 0
     health_check_every_n_steps: int = 100
     swa_divergence_every_n_steps: int = 0
@@ -143,7 +144,7 @@ def _config_dict(c: CanaryConfig) -> dict:
         "canary_algorithm": _choice(c.canary_algorithm, "canary_algorithm", _CANARY_ALGORITHMS),
     }
     for name in ("keep_never_written", "sweep_swa_group", "tail_pass", "write_input_assert", "verify_token_assert",
-                 "chain_position_assert", "swa_group", "draft_group"):
+                 "chain_position_assert", "request_identities", "swa_group", "draft_group"):
         d[name] = _bool(getattr(c, name), name)
     for name in ("ring_capacity", "pump_rows_per_step", "sweep_interval", "stats_every_n_steps",
                  "health_check_every_n_steps", "swa_divergence_every_n_steps", "swa_window"):
@@ -179,19 +180,21 @@ def _tokens(value, name: str):
 
 
 class ForwardBatch:
-    """One forward (kvcanary::ForwardBatch): the plan's batch (int64 [bs]) and each enabled group's tokens.
+    """One forward (kvcanary::ForwardBatch): the plan's batch (int64 [bs]) and each enabled group's tokens;
+    identities (int64 [bs]) exactly when config.request_identities (SPEC-CANARY §11.7).
     Checked once: an engine that refills the same arrays in place (a CUDA graph's static buffers) builds it
     once and passes it every step."""
 
     __slots__ = ("req_pool_indices", "prefix_lens", "extend_seq_lens", "tokens", "swa_tokens", "draft_tokens",
-                 "expected_tokens_valid_lens", "_handle")
+                 "expected_tokens_valid_lens", "identities", "_handle")
 
     def __init__(self, *, req_pool_indices, prefix_lens, extend_seq_lens, tokens: ForwardTokens,
                  swa_tokens: Optional[ForwardTokens] = None, draft_tokens: Optional[ForwardTokens] = None,
-                 expected_tokens_valid_lens=None):
+                 expected_tokens_valid_lens=None, identities=None):
         self._handle = _core.ForwardBatchHandle(req_pool_indices, prefix_lens, extend_seq_lens,
                                                 _tokens(tokens, "tokens"), _tokens(swa_tokens, "swa_tokens"),
-                                                _tokens(draft_tokens, "draft_tokens"), expected_tokens_valid_lens)
+                                                _tokens(draft_tokens, "draft_tokens"), expected_tokens_valid_lens,
+                                                identities)
         self.req_pool_indices = req_pool_indices
         self.prefix_lens = prefix_lens
         self.extend_seq_lens = extend_seq_lens
@@ -199,6 +202,7 @@ class ForwardBatch:
         self.swa_tokens = swa_tokens
         self.draft_tokens = draft_tokens
         self.expected_tokens_valid_lens = expected_tokens_valid_lens
+        self.identities = identities
 
     @property
     def batch_size(self) -> int:
@@ -206,15 +210,17 @@ class ForwardBatch:
 
 
 class CachedPrefixes:
-    """A sweep's prefix-cache entries (kvcanary::CachedPrefixes): pool row r holds lengths[r] tokens."""
+    """A sweep's prefix-cache entries (kvcanary::CachedPrefixes): pool row r holds lengths[r] tokens;
+    identities (int64 [n]: each entry's, as the engine keys it) exactly when config.request_identities."""
 
-    __slots__ = ("pool_rows", "lengths", "expected_tokens_valid_lens", "_handle")
+    __slots__ = ("pool_rows", "lengths", "expected_tokens_valid_lens", "identities", "_handle")
 
-    def __init__(self, *, pool_rows, lengths, expected_tokens_valid_lens=None):
-        self._handle = _core.CachedPrefixesHandle(pool_rows, lengths, expected_tokens_valid_lens)
+    def __init__(self, *, pool_rows, lengths, expected_tokens_valid_lens=None, identities=None):
+        self._handle = _core.CachedPrefixesHandle(pool_rows, lengths, expected_tokens_valid_lens, identities)
         self.pool_rows = pool_rows
         self.lengths = lengths
         self.expected_tokens_valid_lens = expected_tokens_valid_lens
+        self.identities = identities
 
 
 @dataclass(frozen=True)

@@ -50,6 +50,12 @@ StepTokens<Mem, Index> tokens_of(const WriteArgs& a) {
   return tokens;
 }
 
+// verify() and write() only read their plan; its View types are the plan's (non-const) ones.
+template <class Mem>
+Kokkos::View<std::int64_t*, Mem> plan_vec(const Vec<const std::int64_t>& v) {
+  return Kokkos::View<std::int64_t*, Mem>(const_cast<std::int64_t*>(v.data), static_cast<std::size_t>(v.size));
+}
+
 CanaryAlgorithm canary_algorithm(int a) {
   return a == 1 ? CanaryAlgorithm::Portable : a == 2 ? CanaryAlgorithm::Cuda : CanaryAlgorithm::Default;
 }
@@ -225,6 +231,7 @@ void plan(const Place& place, const PlanArgs& a) {
     if (a.has_pool) inputs.req_to_verify_expected_tokens = in_mat<Mem>(a.pool);
     if (a.has_valid_lens) inputs.req_to_verify_expected_tokens_valid_lens = in_vec<Mem>(a.valid_lens);
     inputs.kv_token_id_vs_position_offset = a.kv_token_id_vs_position_offset;
+    if (a.has_identities) inputs.req_identities = in_vec<Mem>(a.identities);
 
     VerifyPlan<Mem> verify_plan;
     verify_plan.verify_slot_indices = out_vec<Mem>(a.verify_slot_indices);
@@ -233,10 +240,12 @@ void plan(const Place& place, const PlanArgs& a) {
     verify_plan.verify_prev_slot_indices = out_vec<Mem>(a.verify_prev_slot_indices);
     verify_plan.verify_num_valid = Kokkos::View<std::int32_t, Mem>(a.verify_num_valid);
     verify_plan.enable = Kokkos::View<std::int32_t, Mem>(a.enable);
+    if (a.has_verify_identities) verify_plan.verify_identities = out_vec<Mem>(a.verify_identities);
     WritePlan<Mem> write_plan;
     write_plan.write_offsets = out_vec<Mem>(a.write_offsets);
     write_plan.write_seed_slot_indices = out_vec<Mem>(a.write_seed_slot_indices);
     write_plan.write_num_valid_reqs = Kokkos::View<std::int32_t, Mem>(a.write_num_valid_reqs);
+    if (a.has_write_identities) write_plan.write_identities = out_vec<Mem>(a.write_identities);
     PlanStatus<Mem> status;
     status.input_error_bits = Kokkos::View<std::int32_t, Mem>(a.input_error_bits);
     status.first_bad_row = Kokkos::View<std::int32_t, Mem>(a.first_bad_row);
@@ -254,16 +263,13 @@ void verify(const Place& place, const VerifyArgs& a) {
   on_place(place, [&](const auto& space, auto memory_space) {
     using Mem = decltype(memory_space);
     VerifyPlan<Mem> plan;
-    const auto vec = [](const Vec<const std::int64_t>& v) {
-      return Kokkos::View<std::int64_t*, Mem>(const_cast<std::int64_t*>(v.data), static_cast<std::size_t>(v.size));
-    };
-    // verify() only reads the plan; its View types are the plan's (non-const) ones.
-    plan.verify_slot_indices = vec(a.plan.slot_indices);
-    plan.verify_expected_tokens = vec(a.plan.expected_tokens);
-    plan.verify_expected_positions = vec(a.plan.expected_positions);
-    plan.verify_prev_slot_indices = vec(a.plan.prev_slot_indices);
+    plan.verify_slot_indices = plan_vec<Mem>(a.plan.slot_indices);
+    plan.verify_expected_tokens = plan_vec<Mem>(a.plan.expected_tokens);
+    plan.verify_expected_positions = plan_vec<Mem>(a.plan.expected_positions);
+    plan.verify_prev_slot_indices = plan_vec<Mem>(a.plan.prev_slot_indices);
     plan.verify_num_valid = Kokkos::View<std::int32_t, Mem>(const_cast<std::int32_t*>(a.plan.num_valid));
     plan.enable = Kokkos::View<std::int32_t, Mem>(const_cast<std::int32_t*>(a.plan.enable));
+    if (a.plan.has_identities) plan.verify_identities = plan_vec<Mem>(a.plan.identities);
     std::vector<VerifyTarget<Mem>> targets;
     for (const TargetArgs& t : a.targets)
       targets.push_back(VerifyTarget<Mem>{buffer_of<Mem>(t.buffer), static_cast<KernelKind>(t.kernel_kind),
@@ -280,11 +286,10 @@ void write(const Place& place, const WriteArgs& a) {
   on_place(place, [&](const auto& space, auto memory_space) {
     using Mem = decltype(memory_space);
     WritePlan<Mem> plan;
-    plan.write_offsets = Kokkos::View<std::int64_t*, Mem>(const_cast<std::int64_t*>(a.write_offsets.data),
-                                                          static_cast<std::size_t>(a.write_offsets.size));
-    plan.write_seed_slot_indices = Kokkos::View<std::int64_t*, Mem>(
-        const_cast<std::int64_t*>(a.write_seed_slot_indices.data), static_cast<std::size_t>(a.write_seed_slot_indices.size));
+    plan.write_offsets = plan_vec<Mem>(a.write_offsets);
+    plan.write_seed_slot_indices = plan_vec<Mem>(a.write_seed_slot_indices);
     plan.write_num_valid_reqs = Kokkos::View<std::int32_t, Mem>(const_cast<std::int32_t*>(a.write_num_valid_reqs));
+    if (a.has_identities) plan.write_identities = plan_vec<Mem>(a.write_identities);
     std::vector<WriteTarget<Mem>> targets;
     for (const TargetArgs& t : a.targets)
       targets.push_back(WriteTarget<Mem>{buffer_of<Mem>(t.buffer), static_cast<KernelKind>(t.kernel_kind),

@@ -47,6 +47,11 @@ struct PlanArgs {
   bool has_valid_lens = false;
   Vec<const std::int64_t> valid_lens;
   int kv_token_id_vs_position_offset = 0;
+  // SPEC-CANARY §11.7: req_identities in, the plans' verify_identities / write_identities out; each
+  // passed as given (the library's validate() refuses one without the others).
+  bool has_identities = false, has_verify_identities = false, has_write_identities = false;
+  Vec<const std::int64_t> identities;
+  Vec<std::int64_t> verify_identities, write_identities;
   // outputs
   Vec<std::int64_t> verify_slot_indices, verify_expected_tokens, verify_expected_positions, verify_prev_slot_indices;
   std::int32_t* verify_num_valid = nullptr;
@@ -87,6 +92,8 @@ struct VerifyPlanArgs {
   Vec<const std::int64_t> slot_indices, expected_tokens, expected_positions, prev_slot_indices;
   const std::int32_t* num_valid = nullptr;
   const std::int32_t* enable = nullptr;
+  bool has_identities = false;  // SPEC-CANARY §11.7
+  Vec<const std::int64_t> identities;
 };
 
 // One canary buffer of a verify() or write() call, with its launch tag and real-KV sources.
@@ -109,6 +116,8 @@ struct VerifyArgs {
 struct WriteArgs {
   Vec<const std::int64_t> write_offsets, write_seed_slot_indices;
   const std::int32_t* write_num_valid_reqs = nullptr;
+  bool has_identities = false;  // SPEC-CANARY §11.7
+  Vec<const std::int64_t> write_identities;
   bool index_int32 = false;  // the token arrays hold int32 (else int64)
   Vec<const void> input_ids, positions, out_cache_loc;
   bool has_expected = false;

@@ -49,6 +49,7 @@ void same_typed_fields(C& c, A& a, F&& to) {
   to(c.write_input_assert, a.write_input_assert);
   to(c.verify_token_assert, a.verify_token_assert);
   to(c.chain_position_assert, a.chain_position_assert);
+  to(c.request_identities, a.request_identities);
   to(c.stats_every_n_steps, a.stats_every_n_steps);
   to(c.health_check_every_n_steps, a.health_check_every_n_steps);
   to(c.swa_divergence_every_n_steps, a.swa_divergence_every_n_steps);
@@ -127,6 +128,7 @@ ForwardBatch<Mem> forward_batch(const BatchArgs& a) {
   b.tokens = forward_tokens<Mem>(a.tokens[0]);
   if (a.has_tokens[1]) b.swa_tokens = forward_tokens<Mem>(a.tokens[1]);
   if (a.has_tokens[2]) b.draft_tokens = forward_tokens<Mem>(a.tokens[2]);
+  if (a.has_identities) b.identities = in_vec<Mem>(a.identities);
   return b;
 }
 
@@ -136,6 +138,7 @@ CachedPrefixes<Mem> cached_prefixes(const CachedArgs& a) {
   c.pool_rows = in_vec<Mem>(a.pool_rows);
   c.lengths = in_vec<Mem>(a.lengths);
   if (a.has_valid_lens) c.expected_tokens_valid_lens = in_vec<Mem>(a.valid_lens);
+  if (a.has_identities) c.identities = in_vec<Mem>(a.identities);
   return c;
 }
 

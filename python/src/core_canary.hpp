@@ -29,6 +29,7 @@ struct CanaryConfigArgs {
   bool sweep_swa_group = false;
   int real_kv_mode = 0;
   bool tail_pass = false, write_input_assert = false, verify_token_assert = false, chain_position_assert = false;
+  bool request_identities = false;
   std::int64_t stats_every_n_steps = 0, health_check_every_n_steps = 0, swa_divergence_every_n_steps = 0;
   bool swa_group = false;
   int swa_window = 0;
@@ -55,6 +56,7 @@ void for_each_config_field(Args& a, F&& f) {
   f("write_input_assert", a.write_input_assert);
   f("verify_token_assert", a.verify_token_assert);
   f("chain_position_assert", a.chain_position_assert);
+  f("request_identities", a.request_identities);
   f("stats_every_n_steps", a.stats_every_n_steps);
   f("health_check_every_n_steps", a.health_check_every_n_steps);
   f("swa_divergence_every_n_steps", a.swa_divergence_every_n_steps);
@@ -105,12 +107,16 @@ struct BatchArgs {
   Vec<const std::int64_t> valid_lens;
   std::array<bool, kCanaryGroups> has_tokens{};
   std::array<TokensArgs, kCanaryGroups> tokens;
+  bool has_identities = false;  // SPEC-CANARY §11.7
+  Vec<const std::int64_t> identities;
 };
 
 struct CachedArgs {
   Vec<const std::int64_t> pool_rows, lengths;
   bool has_valid_lens = false;
   Vec<const std::int64_t> valid_lens;
+  bool has_identities = false;  // SPEC-CANARY §11.7
+  Vec<const std::int64_t> identities;
 };
 
 // kvcanary::RuntimeReport, flattened: the violations as read_report's Report, groups as GroupKind ints.

@@ -58,11 +58,15 @@ namespace {
 
 struct BoundVerifyPlan {
   Arg slot_indices, expected_tokens, expected_positions, prev_slot_indices, num_valid, enable;
+  bool has_identities = false;  // SPEC-CANARY §11.7
+  Arg identities;
   std::int64_t capacity() const { return slot_indices.size(0); }
 };
 
 struct BoundWritePlan {
   Arg write_offsets, write_seed_slot_indices, write_num_valid_reqs;
+  bool has_identities = false;  // SPEC-CANARY §11.7
+  Arg identities;
   std::int64_t capacity() const { return write_seed_slot_indices.size(0); }
 };
 
@@ -81,8 +85,21 @@ struct BoundRing {
 
 // ---- constructors: every check of the bound arrays, once ----
 
+// A plan's optional identity array (SPEC-CANARY §11.7): int64, one entry per `capacity_name` entry.
+bool plan_identities(nb::handle h, const char* f, const char* name, const Arg& first, const char* capacity_name,
+                     std::int64_t capacity, Arg& out) {
+  if (h.is_none()) return false;
+  out = vector_arg(h, f, name, DType::Int64, true);
+  check_same_location(first, out);
+  if (out.size(0) != capacity)
+    value_error(f, name, "has " + std::to_string(out.size(0)) + " entries, " + capacity_name + " has " +
+                             std::to_string(capacity));
+  return true;
+}
+
 BoundVerifyPlan make_verify_plan(nb::handle slot_indices, nb::handle expected_tokens, nb::handle expected_positions,
-                                 nb::handle prev_slot_indices, nb::handle num_valid, nb::handle enable) {
+                                 nb::handle prev_slot_indices, nb::handle num_valid, nb::handle enable,
+                                 nb::handle identities) {
   constexpr const char* f = "VerifyPlan";
   BoundVerifyPlan p;
   p.slot_indices = vector_arg(slot_indices, f, "verify_slot_indices", DType::Int64, true);
@@ -97,11 +114,13 @@ BoundVerifyPlan make_verify_plan(nb::handle slot_indices, nb::handle expected_to
     if (a->size(0) != p.capacity())
       value_error(f, a->name, "has " + std::to_string(a->size(0)) + " entries, verify_slot_indices has " +
                                   std::to_string(p.capacity()) + "; the four verify arrays must have one length");
+  p.has_identities = plan_identities(identities, f, "verify_identities", p.slot_indices, "verify_slot_indices",
+                                     p.capacity(), p.identities);
   return p;
 }
 
 BoundWritePlan make_write_plan(nb::handle write_offsets, nb::handle write_seed_slot_indices,
-                               nb::handle write_num_valid_reqs) {
+                               nb::handle write_num_valid_reqs, nb::handle identities) {
   constexpr const char* f = "WritePlan";
   BoundWritePlan p;
   p.write_offsets = vector_arg(write_offsets, f, "write_offsets", DType::Int64, true);
@@ -113,6 +132,8 @@ BoundWritePlan make_write_plan(nb::handle write_offsets, nb::handle write_seed_s
     value_error(f, "write_offsets", "has " + std::to_string(p.write_offsets.size(0)) +
                                         " entries, must be len(write_seed_slot_indices) + 1 = " +
                                         std::to_string(p.capacity() + 1));
+  p.has_identities = plan_identities(identities, f, "write_identities", p.write_offsets, "write_seed_slot_indices",
+                                     p.capacity(), p.identities);
   return p;
 }
 
@@ -252,7 +273,8 @@ std::vector<TargetArgs> target_args(const char* function, const Arg& first, nb::
 void py_plan(nb::handle req_pool_indices, nb::handle prefix_lens, nb::handle extend_seq_lens, nb::handle req_to_token,
              const BoundVerifyPlan& vp, const BoundWritePlan& wp, const BoundStatus& st, const BoundWorkspace& ws,
              int swa_window_size, nb::handle lut, nb::handle pool, nb::handle valid_lens,
-             int kv_token_id_vs_position_offset, const std::string& algorithm, nb::object backend, nb::object stream) {
+             int kv_token_id_vs_position_offset, nb::handle identities, const std::string& algorithm,
+             nb::object backend, nb::object stream) {
   constexpr const char* f = "plan";
   PlanArgs a;
   const Arg rpi = vector_arg(req_pool_indices, f, "req_pool_indices", DType::Int64, false);
@@ -266,7 +288,7 @@ void py_plan(nb::handle req_pool_indices, nb::handle prefix_lens, nb::handle ext
   a.extend_seq_lens = as_vec<const std::int64_t>(el);
   a.req_to_token = Mat<const std::int32_t>{static_cast<const std::int32_t*>(rtt.data()), rtt.size(0), rtt.size(1), rtt_stride};
   a.swa_window_size = swa_window_size;
-  Arg lut_arg, pool_arg, valid_arg;
+  Arg lut_arg, pool_arg, valid_arg, identities_arg;
   if (!lut.is_none()) {
     lut_arg = vector_arg(lut, f, "full_to_swa_index_mapping", DType::Int64, false);
     check_same_location(rpi, lut_arg);
@@ -288,6 +310,12 @@ void py_plan(nb::handle req_pool_indices, nb::handle prefix_lens, nb::handle ext
     a.valid_lens = as_vec<const std::int64_t>(valid_arg);
   }
   a.kv_token_id_vs_position_offset = kv_token_id_vs_position_offset;
+  if (!identities.is_none()) {
+    identities_arg = vector_arg(identities, f, "req_identities", DType::Int64, false);
+    check_same_location(rpi, identities_arg);
+    a.has_identities = true;
+    a.identities = as_vec<const std::int64_t>(identities_arg);
+  }
   same_place(f, rpi, vp.slot_indices, "verify_plan");
   same_place(f, rpi, wp.write_offsets, "write_plan");
   same_place(f, rpi, st.input_error_bits, "status");
@@ -301,6 +329,10 @@ void py_plan(nb::handle req_pool_indices, nb::handle prefix_lens, nb::handle ext
   a.write_offsets = as_vec<std::int64_t>(wp.write_offsets);
   a.write_seed_slot_indices = as_vec<std::int64_t>(wp.write_seed_slot_indices);
   a.write_num_valid_reqs = static_cast<std::int32_t*>(wp.write_num_valid_reqs.data());
+  a.has_verify_identities = vp.has_identities;
+  if (vp.has_identities) a.verify_identities = as_vec<std::int64_t>(vp.identities);
+  a.has_write_identities = wp.has_identities;
+  if (wp.has_identities) a.write_identities = as_vec<std::int64_t>(wp.identities);
   a.input_error_bits = static_cast<std::int32_t*>(st.input_error_bits.data());
   a.first_bad_row = static_cast<std::int32_t*>(st.first_bad_row.data());
   a.workspace = as_vec<std::int64_t>(ws.verify_offsets);
@@ -323,6 +355,8 @@ void py_verify(const BoundVerifyPlan& vp, nb::list targets, const BoundRing& rin
                           as_vec<const std::int64_t>(vp.prev_slot_indices),
                           static_cast<const std::int32_t*>(vp.num_valid.data()),
                           static_cast<const std::int32_t*>(vp.enable.data())};
+  a.plan.has_identities = vp.has_identities;
+  if (vp.has_identities) a.plan.identities = as_vec<const std::int64_t>(vp.identities);
   same_place(f, vp.slot_indices, ring.rows, "ring");
   a.targets = target_args(f, vp.slot_indices, targets);
   a.ring = ring.args;
@@ -379,6 +413,8 @@ void py_write(const BoundWritePlan& wp, nb::handle input_ids, nb::handle positio
   a.write_offsets = as_vec<const std::int64_t>(wp.write_offsets);
   a.write_seed_slot_indices = as_vec<const std::int64_t>(wp.write_seed_slot_indices);
   a.write_num_valid_reqs = static_cast<const std::int32_t*>(wp.write_num_valid_reqs.data());
+  a.has_identities = wp.has_identities;
+  if (wp.has_identities) a.write_identities = as_vec<const std::int64_t>(wp.identities);
   a.index_int32 = is32;
   a.input_ids = Vec<const void>{ids.data(), n};
   a.positions = Vec<const void>{pos.data(), n};
@@ -435,15 +471,19 @@ NB_MODULE(_core, m) {
 
   nb::class_<BoundVerifyPlan>(m, "VerifyPlanHandle")
       .def("__init__", [](BoundVerifyPlan* self, nb::handle a, nb::handle b, nb::handle c, nb::handle d, nb::handle e,
-                          nb::handle g) { new (self) BoundVerifyPlan(make_verify_plan(a, b, c, d, e, g)); },
+                          nb::handle g, nb::handle i) {
+        new (self) BoundVerifyPlan(make_verify_plan(a, b, c, d, e, g, i));
+      },
            "verify_slot_indices"_a.none(), "verify_expected_tokens"_a.none(), "verify_expected_positions"_a.none(),
-           "verify_prev_slot_indices"_a.none(), "verify_num_valid"_a.none(), "enable"_a.none())
+           "verify_prev_slot_indices"_a.none(), "verify_num_valid"_a.none(), "enable"_a.none(),
+           "verify_identities"_a.none())
       .def_prop_ro("capacity", &BoundVerifyPlan::capacity)
       .def_prop_ro("device", [](const BoundVerifyPlan& p) { return p.slot_indices.location.text(); });
   nb::class_<BoundWritePlan>(m, "WritePlanHandle")
-      .def("__init__", [](BoundWritePlan* self, nb::handle a, nb::handle b, nb::handle c) {
-        new (self) BoundWritePlan(make_write_plan(a, b, c));
-      }, "write_offsets"_a.none(), "write_seed_slot_indices"_a.none(), "write_num_valid_reqs"_a.none())
+      .def("__init__", [](BoundWritePlan* self, nb::handle a, nb::handle b, nb::handle c, nb::handle i) {
+        new (self) BoundWritePlan(make_write_plan(a, b, c, i));
+      }, "write_offsets"_a.none(), "write_seed_slot_indices"_a.none(), "write_num_valid_reqs"_a.none(),
+         "write_identities"_a.none())
       .def_prop_ro("capacity", &BoundWritePlan::capacity);
   nb::class_<BoundStatus>(m, "PlanStatusHandle").def("__init__", [](BoundStatus* self, nb::handle a, nb::handle b) {
     new (self) BoundStatus(make_status(a, b));
@@ -470,7 +510,8 @@ NB_MODULE(_core, m) {
   m.def("plan", &py_plan, "req_pool_indices"_a.none(), "prefix_lens"_a.none(), "extend_seq_lens"_a.none(),
         "req_to_token"_a.none(), "verify_plan"_a, "write_plan"_a, "status"_a, "workspace"_a, "swa_window_size"_a,
         "full_to_swa_index_mapping"_a.none(), "req_to_verify_expected_tokens"_a.none(),
-        "req_to_verify_expected_tokens_valid_lens"_a.none(), "kv_token_id_vs_position_offset"_a, "algorithm"_a,
+        "req_to_verify_expected_tokens_valid_lens"_a.none(), "kv_token_id_vs_position_offset"_a,
+        "req_identities"_a.none(), "algorithm"_a,
         "backend"_a.none(), "stream"_a.none());
   m.def("verify", &py_verify, "verify_plan"_a, "targets"_a, "ring"_a, "check_expected_token"_a, "check_slot_zero"_a,
         "check_freed"_a, "algorithm"_a, "backend"_a.none(), "stream"_a.none());

@@ -30,14 +30,14 @@ struct BoundTokens {
 };
 
 struct BoundBatch {
-  Arg req_pool_indices, prefix_lens, extend_seq_lens, valid_lens;
+  Arg req_pool_indices, prefix_lens, extend_seq_lens, valid_lens, identities;
   std::array<nb::object, kCanaryGroups> tokens;  // the BoundTokens, held
   BatchArgs args;
   Location where;
 };
 
 struct BoundCached {
-  Arg pool_rows, lengths, valid_lens;
+  Arg pool_rows, lengths, valid_lens, identities;
   CachedArgs args;
   Location where;
 };
@@ -61,10 +61,12 @@ std::int64_t same_vectors(const char* f, const Arg& first, std::initializer_list
   return n;
 }
 
-// expected_tokens_valid_lens, when given: an int64 vector like `first`, imported into `arg` and `vec`.
-bool optional_vector(const char* f, nb::handle h, const Arg& first, Arg& arg, Vec<const std::int64_t>& vec) {
+// expected_tokens_valid_lens or identities, when given: an int64 vector like `first`, imported into `arg`
+// and `vec`.
+bool optional_vector(const char* f, const char* name, nb::handle h, const Arg& first, Arg& arg,
+                     Vec<const std::int64_t>& vec) {
   if (h.is_none()) return false;
-  arg = vector_arg(h, f, "expected_tokens_valid_lens", DType::Int64, false);
+  arg = vector_arg(h, f, name, DType::Int64, false);
   same_vectors(f, first, {&arg});
   vec = as_vec<const std::int64_t>(arg);
   return true;
@@ -95,14 +97,18 @@ BoundTokens make_tokens(nb::handle input_ids, nb::handle positions, nb::handle o
 }
 
 BoundBatch make_batch(nb::handle req_pool_indices, nb::handle prefix_lens, nb::handle extend_seq_lens,
-                      nb::object tokens, nb::object swa_tokens, nb::object draft_tokens, nb::handle valid_lens) {
+                      nb::object tokens, nb::object swa_tokens, nb::object draft_tokens, nb::handle valid_lens,
+                      nb::handle identities) {
   constexpr const char* f = "ForwardBatch";
   BoundBatch b;
   b.req_pool_indices = vector_arg(req_pool_indices, f, "req_pool_indices", DType::Int64, false);
   b.prefix_lens = vector_arg(prefix_lens, f, "prefix_lens", DType::Int64, false);
   b.extend_seq_lens = vector_arg(extend_seq_lens, f, "extend_seq_lens", DType::Int64, false);
   same_vectors(f, b.req_pool_indices, {&b.prefix_lens, &b.extend_seq_lens});
-  b.args.has_valid_lens = optional_vector(f, valid_lens, b.req_pool_indices, b.valid_lens, b.args.valid_lens);
+  b.args.has_valid_lens =
+      optional_vector(f, "expected_tokens_valid_lens", valid_lens, b.req_pool_indices, b.valid_lens, b.args.valid_lens);
+  b.args.has_identities =
+      optional_vector(f, "identities", identities, b.req_pool_indices, b.identities, b.args.identities);
   b.args.req_pool_indices = as_vec<const std::int64_t>(b.req_pool_indices);
   b.args.prefix_lens = as_vec<const std::int64_t>(b.prefix_lens);
   b.args.extend_seq_lens = as_vec<const std::int64_t>(b.extend_seq_lens);
@@ -125,13 +131,15 @@ BoundBatch make_batch(nb::handle req_pool_indices, nb::handle prefix_lens, nb::h
   return b;
 }
 
-BoundCached make_cached(nb::handle pool_rows, nb::handle lengths, nb::handle valid_lens) {
+BoundCached make_cached(nb::handle pool_rows, nb::handle lengths, nb::handle valid_lens, nb::handle identities) {
   constexpr const char* f = "CachedPrefixes";
   BoundCached c;
   c.pool_rows = vector_arg(pool_rows, f, "pool_rows", DType::Int64, false);
   c.lengths = vector_arg(lengths, f, "lengths", DType::Int64, false);
   same_vectors(f, c.pool_rows, {&c.lengths});
-  c.args.has_valid_lens = optional_vector(f, valid_lens, c.pool_rows, c.valid_lens, c.args.valid_lens);
+  c.args.has_valid_lens =
+      optional_vector(f, "expected_tokens_valid_lens", valid_lens, c.pool_rows, c.valid_lens, c.args.valid_lens);
+  c.args.has_identities = optional_vector(f, "identities", identities, c.pool_rows, c.identities, c.args.identities);
   c.args.pool_rows = as_vec<const std::int64_t>(c.pool_rows);
   c.args.lengths = as_vec<const std::int64_t>(c.lengths);
   c.where = c.pool_rows.location;
@@ -283,15 +291,16 @@ void bind_canary(nb::module_& m) {
       .def_prop_ro("size", [](const BoundTokens& t) { return t.args.input_ids.size; });
   nb::class_<BoundBatch>(m, "ForwardBatchHandle")
       .def("__init__", [](BoundBatch* self, nb::handle a, nb::handle b, nb::handle c, nb::object tokens,
-                          nb::object swa, nb::object draft, nb::handle valid) {
-        new (self) BoundBatch(make_batch(a, b, c, tokens, swa, draft, valid));
+                          nb::object swa, nb::object draft, nb::handle valid, nb::handle identities) {
+        new (self) BoundBatch(make_batch(a, b, c, tokens, swa, draft, valid, identities));
       }, "req_pool_indices"_a.none(), "prefix_lens"_a.none(), "extend_seq_lens"_a.none(), "tokens"_a.none(),
-         "swa_tokens"_a.none(), "draft_tokens"_a.none(), "expected_tokens_valid_lens"_a.none())
+         "swa_tokens"_a.none(), "draft_tokens"_a.none(), "expected_tokens_valid_lens"_a.none(),
+         "identities"_a.none())
       .def_prop_ro("batch_size", [](const BoundBatch& b) { return b.args.req_pool_indices.size; });
   nb::class_<BoundCached>(m, "CachedPrefixesHandle")
-      .def("__init__", [](BoundCached* self, nb::handle a, nb::handle b, nb::handle c) {
-        new (self) BoundCached(make_cached(a, b, c));
-      }, "pool_rows"_a.none(), "lengths"_a.none(), "expected_tokens_valid_lens"_a.none());
+      .def("__init__", [](BoundCached* self, nb::handle a, nb::handle b, nb::handle c, nb::handle identities) {
+        new (self) BoundCached(make_cached(a, b, c, identities));
+      }, "pool_rows"_a.none(), "lengths"_a.none(), "expected_tokens_valid_lens"_a.none(), "identities"_a.none());
 
   nb::class_<BoundCanary>(m, "CanaryHandle")
       .def("__init__", &make_canary, "config"_a, "sink"_a.none(), "req_to_token"_a.none(),

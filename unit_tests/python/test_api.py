@@ -21,8 +21,9 @@ BACKENDS = host_backends()
 ANCHOR_HASH = -2414019407054260458  # splitmix64(0xC0FFEE1234567890) as int64 (SPEC-CANARY §2)
 
 
-def bound_plan(vcap, wcap, max_bs=64):
-    return (kc.VerifyPlan.allocate(vcap), kc.WritePlan.allocate(wcap), kc.PlanStatus.allocate(),
+def bound_plan(vcap, wcap, max_bs=64, with_identities=False):
+    return (kc.VerifyPlan.allocate(vcap, with_identities=with_identities),
+            kc.WritePlan.allocate(wcap, with_identities=with_identities), kc.PlanStatus.allocate(),
             kc.PlanWorkspace.allocate(max_bs))
 
 
@@ -32,7 +33,7 @@ def matrix(rows, dtype=np.int32):
 
 def run_plan_case(case, backend, algorithm="default", plans=None):
     vp, wp, st, ws = plans or bound_plan(case["verify_capacity"], case["write_req_capacity"],
-                                         max(len(case["req_pool_indices"]), 1))
+                                         max(len(case["req_pool_indices"]), 1), "req_identities" in case)
     opt = lambda key, f: None if case.get(key) is None else f(case[key])  # noqa: E731
     kc.plan(req_pool_indices=np.array(case["req_pool_indices"], np.int64),
             prefix_lens=np.array(case["prefix_lens"], np.int64),
@@ -44,6 +45,7 @@ def run_plan_case(case, backend, algorithm="default", plans=None):
             req_to_verify_expected_tokens_valid_lens=opt("req_to_verify_expected_tokens_valid_lens",
                                                          lambda v: np.array(v, np.int64)),
             kv_token_id_vs_position_offset=case.get("kv_token_id_vs_position_offset") or 0,
+            req_identities=opt("req_identities", lambda v: np.array(v, np.int64)),
             algorithm=algorithm, backend=backend)
     return vp, wp, st, ws
 
@@ -51,15 +53,19 @@ def run_plan_case(case, backend, algorithm="default", plans=None):
 def plan_output(vp, wp, st, bs):
     n, enable = int(vp.verify_num_valid[0]), int(vp.enable[0])
     head = (lambda a: a[:n].tolist()) if enable == 1 else (lambda a: [])
-    return {"verify_plan": {"verify_num_valid": n, "enable": enable,
-                            "verify_slot_indices": head(vp.verify_slot_indices),
-                            "verify_expected_tokens": head(vp.verify_expected_tokens),
-                            "verify_expected_positions": head(vp.verify_expected_positions),
-                            "verify_prev_slot_indices": head(vp.verify_prev_slot_indices)},
-            "write_plan": {"write_offsets": wp.write_offsets.tolist(),
-                           "write_seed_slot_indices": wp.write_seed_slot_indices[:bs].tolist(),
-                           "write_num_valid_reqs": int(wp.write_num_valid_reqs[0])},
-            "status": {"input_error_bits": int(st.input_error_bits[0]), "first_bad_row": int(st.first_bad_row[0])}}
+    out = {"verify_plan": {"verify_num_valid": n, "enable": enable,
+                           "verify_slot_indices": head(vp.verify_slot_indices),
+                           "verify_expected_tokens": head(vp.verify_expected_tokens),
+                           "verify_expected_positions": head(vp.verify_expected_positions),
+                           "verify_prev_slot_indices": head(vp.verify_prev_slot_indices)},
+           "write_plan": {"write_offsets": wp.write_offsets.tolist(),
+                          "write_seed_slot_indices": wp.write_seed_slot_indices[:bs].tolist(),
+                          "write_num_valid_reqs": int(wp.write_num_valid_reqs[0])},
+           "status": {"input_error_bits": int(st.input_error_bits[0]), "first_bad_row": int(st.first_bad_row[0])}}
+    if vp.verify_identities is not None:  # SPEC-CANARY §11.7, as the CLI prints them
+        out["verify_plan"]["verify_identities"] = head(vp.verify_identities)
+        out["write_plan"]["write_identities"] = wp.write_identities[:bs].tolist()
+    return out
 
 
 def subset(expected, actual):
@@ -114,19 +120,22 @@ def real_kv_of(spec):
 
 def verify_plan_of(spec):
     n = len(spec["verify_slot_indices"])
-    vp = kc.VerifyPlan.allocate(n)
+    vp = kc.VerifyPlan.allocate(n, with_identities="verify_identities" in spec)
     for key in ("verify_slot_indices", "verify_expected_tokens", "verify_expected_positions",
-                "verify_prev_slot_indices"):
-        getattr(vp, key)[:] = spec[key]
+                "verify_prev_slot_indices", "verify_identities"):
+        if key in spec:
+            getattr(vp, key)[:] = spec[key]
     vp.verify_num_valid[0], vp.enable[0] = spec["verify_num_valid"], spec["enable"]
     return vp
 
 
 def write_plan_of(spec):
-    wp = kc.WritePlan.allocate(len(spec["write_offsets"]) - 1)
+    wp = kc.WritePlan.allocate(len(spec["write_offsets"]) - 1, with_identities="write_identities" in spec)
     wp.write_offsets[:] = spec["write_offsets"]
     seeds = spec["write_seed_slot_indices"]
     wp.write_seed_slot_indices[:len(seeds)] = seeds
+    if "write_identities" in spec:
+        wp.write_identities[:len(spec["write_identities"])] = spec["write_identities"]
     wp.write_num_valid_reqs[0] = spec["write_num_valid_reqs"]
     return wp
 
@@ -170,9 +179,6 @@ CANARY_FACTS = sorted(p for p in CASES.glob("canary/*.json") if json.loads(p.rea
 @pytest.mark.parametrize("path", CANARY_FACTS, ids=lambda p: p.stem)
 def test_canary_facts(path, backend):
     case = json.loads(path.read_text())
-    if ("req_identities" in case or "verify_identities" in case.get("verify_plan", {})
-            or "write_identities" in case.get("write_plan", {})):
-        pytest.skip("SPEC-CANARY 11.7 request identities are not bound in Python yet (C++, runtime and CLI only)")
     buf, ring, report = run_canary_case(case, backend)
     expected = case["_expected"]
     if "ring" in expected:
@@ -347,6 +353,127 @@ def test_read_report_raise_mode_and_position_fact():
     assert caught.value.rows == [(0, 5, 0, 33, -1, ANCHOR_HASH, ANCHOR_HASH, 2)]
     assert "fail_reason=verify_position slot_idx=5" in caught.value.lines[0]
     assert kc.read_report(ring).rows == []  # continues after the last read
+
+
+# ---- SPEC-CANARY §11.7: request identities ----
+
+def i64(values):
+    return np.array(values, np.int64)
+
+
+def tokens_of(table, rows, prefix, extend):
+    """A step's tokens: request r's position q holds token 100 r + q + 7 in slot table[r, q]."""
+    steps = [(100 * r + q + 7, q, table[r, q]) for r, p, e in zip(rows, prefix, extend) for q in range(p, p + e)]
+    ids, pos, loc = zip(*steps)
+    return dict(input_ids=i64(ids), positions=i64(pos), out_cache_loc=i64(loc),
+                chain_position_assert=np.ones(1, np.int32))
+
+
+def test_the_plan_copies_each_rows_identity_and_leaves_the_rest_alone():
+    poison = -77
+    batch = dict(req_pool_indices=i64([1, 0, 2, 3]), prefix_lens=i64([3, 9, 2, 40]),  # a padding row, a bad row
+                 extend_seq_lens=i64([1, 1, 0, 1]), req_to_token=np.arange(128, dtype=np.int32).reshape(4, 32),
+                 req_identities=i64([11, 12, -13, 14]))
+    for vcap, wcap, verify_ids, write_ids in ((8, 6, [11, 11, 11, -13, -13], [11, 12, -13, 14]),
+                                              (4, 4, [], [11, 12, -13, 14])):  # 4: overflow, no verify array touched
+        vp, wp, st, ws = bound_plan(vcap, wcap, with_identities=True)
+        vp.verify_identities[:] = wp.write_identities[:] = poison
+        kc.plan(**batch, verify_plan=vp, write_plan=wp, status=st, workspace=ws)
+        assert vp.verify_identities.tolist() == verify_ids + [poison] * (vcap - len(verify_ids))
+        assert wp.write_identities.tolist() == write_ids + [poison] * (wcap - 4)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_prefix_cache_hit_across_identities_fails_verify(backend):
+    # SPEC-CANARY §11.7's fact (vLLM #38606, SGLang #24568): request A (pool row 1, identity 5) writes
+    # positions 0-3; request B (pool row 2) maps its prefix of 4 to A's slots and extends by one.
+    table = np.arange(64, dtype=np.int32).reshape(4, 16)
+    vp, wp, st, ws = bound_plan(64, 4, 4, with_identities=True)
+    plans = dict(req_to_token=table, verify_plan=vp, write_plan=wp, status=st, workspace=ws, backend=backend)
+    cache, ring = kc.CanaryBuffer.allocate(64), kc.ViolationRing.allocate(16)
+    kc.plan(req_pool_indices=i64([1]), prefix_lens=i64([0]), extend_seq_lens=i64([4]), req_identities=i64([5]),
+            **plans)
+    kc.write(write_plan=wp, **tokens_of(table, [1], [0], [4]), buffer=cache, ring=ring, backend=backend)
+    table[2, :4] = table[1, :4]  # the hit
+    for reader, expected_rows in ((6, 4), (0, 4), (5, 0)):
+        kc.plan(req_pool_indices=i64([2]), prefix_lens=i64([4]), extend_seq_lens=i64([1]),
+                req_identities=i64([reader]), **plans)
+        assert vp.verify_identities[:4].tolist() == [reader] * 4
+        kc.verify(verify_plan=vp, buffer=cache, ring=ring, backend=backend)
+        rows = kc.read_report(ring).rows
+        assert sorted(r[1] for r in rows) == list(range(16, 16 + expected_rows)), f"reader identity {reader}"
+        assert all(r[7] == kc.FailReason.VERIFY_CHAIN_HASH for r in rows)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_identity_zero_is_byte_equal_to_no_identities(backend):
+    table = np.arange(64, dtype=np.int32).reshape(4, 16)
+    runs = []
+    for identities in (None, i64([0, 0, 0])):
+        vp, wp, st, ws = bound_plan(64, 4, 4, with_identities=identities is not None)
+        buf, ring = kc.CanaryBuffer.allocate(64), kc.ViolationRing.allocate(32)
+        plans = []
+        for n, (prefix, extend) in enumerate((([0, 0, 0], [3, 2, 4]), ([3, 2, 4], [1, 1, 1]))):
+            if n == 1:
+                buf.records.view(np.int64)[table[2, 0], 0] += 1  # a stale token: rows to compare
+            step = (i64([1, 2, 3]), i64(prefix), i64(extend))
+            kc.plan(req_pool_indices=step[0], prefix_lens=step[1], extend_seq_lens=step[2], req_to_token=table,
+                    verify_plan=vp, write_plan=wp, status=st, workspace=ws, req_identities=identities,
+                    backend=backend)
+            plans.append(plan_output(vp, wp, st, 3))
+            kc.verify(verify_plan=vp, buffer=buf, ring=ring, backend=backend)
+            kc.write(write_plan=wp, **tokens_of(table, [1, 2, 3], prefix, extend), buffer=buf, ring=ring,
+                     backend=backend)
+        report = kc.read_report(ring)
+        runs.append((buf.records.tobytes(), sorted(report.rows), report.slot_run_counter, plans))
+    (records, rows, counter, plans), zeros = runs
+    for plan_ in zeros[3]:  # the identity arrays aside, the plans are the same
+        assert plan_["verify_plan"].pop("verify_identities") == [0] * plan_["verify_plan"]["verify_num_valid"]
+        assert plan_["write_plan"].pop("write_identities") == [0, 0, 0]
+    assert zeros == runs[0] and rows and any(records)
+
+
+def identity_plans(verify=True, write=True):
+    return dict(verify_plan=kc.VerifyPlan.allocate(16, with_identities=verify),
+                write_plan=kc.WritePlan.allocate(4, with_identities=write))
+
+
+def verify_plan_with(identities):
+    v = {k: np.zeros(4, np.int64) for k in ("verify_slot_indices", "verify_expected_tokens",
+                                             "verify_expected_positions", "verify_prev_slot_indices")}
+    return kc.VerifyPlan(**v, verify_num_valid=np.zeros(1, np.int32), enable=np.zeros(1, np.int32),
+                         verify_identities=identities)
+
+
+def write_plan_with(identities):
+    return kc.WritePlan(write_offsets=np.zeros(3, np.int64), write_seed_slot_indices=np.zeros(2, np.int64),
+                        write_num_valid_reqs=np.zeros(1, np.int32), write_identities=identities)
+
+
+@pytest.mark.parametrize("call, error, match", [
+    (lambda: kc.plan(**good_plan_args(req_identities=np.zeros(1, np.int32))), TypeError,
+     r"kvcanary\.plan: req_identities must have dtype int64, got int32"),
+    (lambda: kc.plan(**good_plan_args(req_identities=[7])), TypeError,
+     r"kvcanary\.plan: req_identities must be an array"),
+    (lambda: kc.plan(**good_plan_args(req_identities=i64([7]))), ValueError,
+     r"req_identities is given but the plans hold no verify_identities"),
+    (lambda: kc.plan(**good_plan_args(req_identities=i64([7]), **identity_plans(write=False))), ValueError,
+     r"req_identities is given but the plans hold no write_identities"),
+    (lambda: kc.plan(**good_plan_args(req_identities=i64([7, 8]), **identity_plans())), ValueError,
+     r"req_identities has 2 entries but req_pool_indices has 1"),
+    (lambda: kc.plan(**good_plan_args(**identity_plans())), ValueError,
+     r"req_identities is missing but the plans hold verify_identities"),
+    (lambda: verify_plan_with(np.zeros(3, np.int64)), ValueError,
+     r"kvcanary\.VerifyPlan: verify_identities has 3 entries, verify_slot_indices has 4"),
+    (lambda: write_plan_with(np.zeros(2, np.int32)), TypeError,
+     r"kvcanary\.WritePlan: write_identities must have dtype int64, got int32"),
+    (lambda: write_plan_with(np.zeros((2, 1), np.int64)), ValueError,
+     r"kvcanary\.WritePlan: write_identities must be 1-D"),
+], ids=["dtype", "list", "no-plan-identities", "no-write-identities", "length", "missing", "verify-extent",
+        "write-dtype", "write-rank"])
+def test_bad_identities_raise_naming_the_argument(call, error, match):
+    with pytest.raises(error, match=match):
+        call()
 
 
 # ---- lifecycle: in fresh interpreters ----

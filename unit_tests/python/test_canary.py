@@ -168,6 +168,71 @@ def test_the_tail_pass_fingerprints_the_real_kv_bytes():
         for kind in (kc.KernelKind.HEAD_V_FULL, kc.KernelKind.TAIL_V_FULL)}
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_prefix_cache_hit_across_identities_fails_every_pass_that_verifies_it(backend):
+    # SPEC-CANARY §11.7: request A (pool row 1, identity 5) writes positions 0-3; request B (pool row 2)
+    # maps its prefix of 4 to A's slots and extends by one; the sweep checks A's cached prefix.
+    table = req_to_token()
+    canary = kc.Canary(req_to_token=table, request_identities=True, sweep_interval=1, report_mode="none",
+                       dimensions=dims(), backend=backend)
+    i64 = lambda x: np.array(x, np.int64)  # noqa: E731
+    a, tokens = step_arrays(table, [1], [0], [4])
+    canary.before_forward(kc.ForwardBatch(**a, tokens=kc.ForwardTokens(**tokens), identities=i64([5])))
+    canary.sweep(kc.CachedPrefixes(pool_rows=i64([1]), lengths=i64([4]), identities=i64([5])))
+    assert canary.flush().rows == []
+    table[2, :4] = table[1, :4]  # the hit (the Canary reads the engine's table in place)
+    b, tokens = step_arrays(table, [2], [4], [1])
+    for reader, hit in ((6, True), (5, False), (0, True)):
+        canary.before_forward(kc.ForwardBatch(**b, tokens=kc.ForwardTokens(**tokens), identities=i64([reader])))
+        canary.sweep(kc.CachedPrefixes(pool_rows=i64([1]), lengths=i64([4]), identities=i64([reader])))
+        rows = canary.flush().rows
+        kinds = [kc.KernelKind.HEAD_K_FULL, kc.KernelKind.HEAD_V_FULL, kc.KernelKind.SWEEP_K_FULL,
+                 kc.KernelKind.SWEEP_V_FULL]
+        expected = sorted((int(kind), slot) for kind in kinds for slot in table[1, :4]) if hit else []
+        assert sorted(r[:2] for r in rows) == expected, f"reader identity {reader}"
+        assert all(r[7] == kc.FailReason.VERIFY_CHAIN_HASH for r in rows)
+        canary.rearm()
+
+
+def test_identity_zero_is_the_canary_without_identities():
+    records = []
+    for config in (dict(), dict(request_identities=True)):
+        table = req_to_token()
+        k_rec, v_rec = np.zeros((POOL, 32), np.uint8), np.zeros((POOL, 32), np.uint8)
+        canary = kc.Canary(req_to_token=table, target=kc.GroupArrays(k=k_rec, v=v_rec), report_mode="none",
+                           dimensions=dims(), **config)
+        for step in STEPS:
+            batch, tokens = step_arrays(table, *step)
+            ids = np.zeros(len(step[0]), np.int64) if config else None
+            canary.before_forward(kc.ForwardBatch(**batch, tokens=kc.ForwardTokens(**tokens), identities=ids))
+        records.append((k_rec.tobytes(), v_rec.tobytes()))
+    assert records[0] == records[1] and any(records[0][0])
+
+
+def test_bad_identities_of_the_canary_raise_naming_the_argument():
+    table = req_to_token()
+    batch, tokens = step_arrays(table, *STEPS[0])
+    forward = lambda **extra: kc.ForwardBatch(**batch, tokens=kc.ForwardTokens(**tokens), **extra)  # noqa: E731
+    with pytest.raises(TypeError, match=r"config\.request_identities must be a bool"):
+        kc.Canary(req_to_token=table, dimensions=dims(), request_identities=1)
+    with pytest.raises(TypeError, match=r"kvcanary\.ForwardBatch: identities must have dtype int64, got int32"):
+        forward(identities=np.zeros(2, np.int32))
+    with pytest.raises(ValueError, match=r"kvcanary\.ForwardBatch: identities has 1 entries"):
+        forward(identities=np.zeros(1, np.int64))
+    with pytest.raises(ValueError, match=r"kvcanary\.CachedPrefixes: identities has 3 entries"):
+        kc.CachedPrefixes(pool_rows=np.ones(2, np.int64), lengths=np.ones(2, np.int64),
+                          identities=np.zeros(3, np.int64))
+    canary = kc.Canary(req_to_token=table, dimensions=dims(), report_mode="none", request_identities=True)
+    with pytest.raises(ValueError, match="request_identities is on but batch.identities is absent"):
+        canary.before_forward(forward())
+    with pytest.raises(ValueError, match="request_identities is on but cached.identities is absent"):
+        canary.sweep(kc.CachedPrefixes(pool_rows=np.ones(2, np.int64), lengths=np.ones(2, np.int64)))
+    plain = kc.Canary(req_to_token=table, dimensions=dims(), report_mode="none")
+    with pytest.raises(ValueError, match="request_identities is off but batch.identities is given"):
+        plain.before_forward(forward(identities=np.zeros(2, np.int64)))
+    assert canary.steps == plain.steps == 0
+
+
 def test_the_python_config_mirrors_the_cpp_defaults():
     defaults = kc._core.canary_config_defaults()
     c = kc.CanaryConfig()

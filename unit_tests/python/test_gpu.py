@@ -21,15 +21,15 @@ def cuda():
     return torch.device("cuda", torch.cuda.current_device())
 
 
-def plan_args(device, bs=3, width=16, vcap=64, wcap=8):
+def plan_args(device, bs=3, width=16, vcap=64, wcap=8, with_identities=False):
     gen = torch.Generator().manual_seed(bs)
     rtt = torch.randperm(4 * width, generator=gen).to(torch.int32).reshape(4, width)
     return dict(req_pool_indices=torch.tensor([1, 0, 3][:bs] + [2] * max(0, bs - 3), device=device),
                 prefix_lens=torch.tensor([5, 99, 9][:bs] + [3] * max(0, bs - 3), device=device),
                 extend_seq_lens=torch.tensor([2, 7, 1][:bs] + [1] * max(0, bs - 3), device=device),
                 req_to_token=rtt.to(device),
-                verify_plan=kc.VerifyPlan.allocate(vcap, device=device),
-                write_plan=kc.WritePlan.allocate(wcap, device=device),
+                verify_plan=kc.VerifyPlan.allocate(vcap, with_identities=with_identities, device=device),
+                write_plan=kc.WritePlan.allocate(wcap, with_identities=with_identities, device=device),
                 status=kc.PlanStatus.allocate(device=device), workspace=kc.PlanWorkspace.allocate(64, device=device))
 
 
@@ -47,6 +47,19 @@ def test_cuda_plan_equals_host_plan_and_keeps_the_current_device(algorithm):
         assert torch.equal(getattr(on_gpu["verify_plan"], name).cpu(), getattr(on_host["verify_plan"], name)), name
     for name in ("write_offsets", "write_seed_slot_indices", "write_num_valid_reqs"):
         assert torch.equal(getattr(on_gpu["write_plan"], name).cpu(), getattr(on_host["write_plan"], name)), name
+
+
+@pytest.mark.parametrize("algorithm", ["default", "portable", "cuda-persistent"])
+def test_cuda_plan_copies_identities_like_the_host(algorithm):
+    # SPEC-CANARY §11.7: one more launch (two on the fused CUDA paths, which rerun the offsets scan).
+    device = cuda()
+    on_gpu, on_host = plan_args(device, with_identities=True), plan_args(torch.device("cpu"), with_identities=True)
+    kc.plan(algorithm=algorithm, req_identities=torch.tensor([11, 12, -13], device=device), **on_gpu)
+    kc.plan(req_identities=torch.tensor([11, 12, -13]), **on_host)
+    torch.cuda.synchronize()
+    assert on_host["write_plan"].write_identities[:3].tolist() == [11, 12, -13]
+    for plan, name in (("verify_plan", "verify_identities"), ("write_plan", "write_identities")):
+        assert torch.equal(getattr(on_gpu[plan], name).cpu(), getattr(on_host[plan], name)), name
 
 
 def test_mixed_devices_are_refused():
