@@ -85,6 +85,8 @@ def clean_traffic(model, handle, steps, seed, vocab):
                                             cpu_offload_space=r.choice([0.0, 0.01]))
         model.generate_batch(ps, generation_config=gc, continuous_batching_config=conf)
         calls += 1
+        if calls % 20 == 0:  # progress on stderr: a run cut by a time limit still tells its rate
+            print(f"clean: {handle.steps} of {steps} steps after {calls} calls", file=sys.stderr, flush=True)
     return calls
 
 
@@ -180,7 +182,9 @@ def main() -> int:
     print(f"# kvcanary on transformers {transformers.__version__} continuous batching, torch {torch.__version__}, "
           f"{args.device}, shape {args.shape}, {dtype}")
 
+    t = time.perf_counter()
     model = build(args.shape, args.device, dtype)
+    print(f"model {args.shape} built in {time.perf_counter() - t:.1f} s", file=sys.stderr, flush=True)
     if args.device == "cpu":
         faults.unpinned_offload_pool()
     if args.clean_steps:
@@ -211,6 +215,7 @@ def main() -> int:
         for name in list(FAULTS) + ["stale_prefix", "offload_byte"]:
             for trial in range(args.fault_trials):
                 row = run_fault(model, name, trial, vocab)
+                print(row, file=sys.stderr, flush=True)
                 rows.append(row)
                 result["ok"] &= row["verdict"] == "caught in the step it became readable"
         result["faults"] = rows
