@@ -27,7 +27,7 @@ constexpr std::int64_t kSmallMaxRows = 32;            // small_plan_kernel gives
 
 // The whole plan in one launch, for batch_size <= kFusedMaxRows (one row per thread). Every block
 // scans the rows into shared memory (one round of loads), block 0 also writes the WritePlan, the
-// scalars and the status, then all blocks expand their tiles.
+// scalars, the status and the workspace's verify_offsets, then all blocks expand their tiles.
 template <class MemorySpace>
 __global__ void __launch_bounds__(kTileThreads)
     fused_plan_kernel(const DeviceInputs<MemorySpace> in, const DeviceOutputs<MemorySpace> out,
@@ -56,7 +56,9 @@ __global__ void __launch_bounds__(kTileThreads)
   if (leader && mine_row) {
     out.write_offsets(r) = static_cast<std::int64_t>(base.write);
     out.write_seed_slot_indices(r) = in.translate(seed_raw);
+    out.verify_offsets(r) = base.verify;  // the workspace's offsets, as every path leaves them (identities read them)
   }
+  if (leader && r == 0) out.verify_offsets(batch_size) = totals.verify;
   __syncthreads();
   if (leader && threadIdx.x == 0)
     write_totals(out, batch_size, totals.verify, totals.write, status.error_bits,
@@ -101,10 +103,13 @@ __global__ void __launch_bounds__(kTileThreads)
     if (mine_row) {
       out.write_offsets(r) = static_cast<std::int64_t>(through.lengths.write - mine.lengths.write);
       out.write_seed_slot_indices(r) = in.translate(seed_raw);
+      out.verify_offsets(r) = base_verify;  // the workspace's offsets, as every path leaves them
     }
-    if (r == 0)
+    if (r == 0) {
+      out.verify_offsets(batch_size) = all.lengths.verify;
       write_totals(out, batch_size, all.lengths.verify, all.lengths.write, all.error_bits,
                    bad_row_or_none(all.first_bad_row));
+    }
   }
   zero_write_offsets_tail(out, batch_size);
 

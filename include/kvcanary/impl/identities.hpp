@@ -8,7 +8,6 @@
 
 #include <kvcanary/impl/backend.hpp>
 #include <kvcanary/impl/device_outputs.hpp>
-#include <kvcanary/impl/offsets.hpp>
 #include <kvcanary/impl/row_rules.hpp>
 
 #include <cstdint>
@@ -39,14 +38,14 @@ struct IdentitiesFunctor {
   }
 };
 
-// `offsets_written`: whether the launches before left verify_offsets in the workspace (the portable
-// path does; the CUDA paths may not, and the offsets scan is rerun: it rewrites the values it wrote).
+// Reads the workspace's verify_offsets, which every plan path leaves there (the portable scan, CUDA's
+// rows kernel, and the single-launch kernels' block 0), stream-ordered before this launch. Rerunning the
+// scan instead cost two more graph nodes per plan on CUDA (step_id/decode_bs1 at 518c7be: 6 nodes, 26.4 µs
+// against 10.5 µs without identities; docs/PERFORMANCE.md).
 template <class ExecutionSpace, class MemorySpace>
 void launch_identities(const ExecutionSpace& space, const PlanInputs<MemorySpace>& inputs,
                        const VerifyPlan<MemorySpace>& verify_plan, const WritePlan<MemorySpace>& write_plan,
-                       const DeviceInputs<MemorySpace>& in, const DeviceOutputs<MemorySpace>& out,
-                       std::int64_t batch_size, bool offsets_written) {
-  if (!offsets_written) launch_offsets(space, in, out, batch_size);
+                       const DeviceOutputs<MemorySpace>& out, std::int64_t batch_size) {
   using Functor = IdentitiesFunctor<ExecutionSpace, MemorySpace>;
   static_assert(sizeof(Functor) < kMaxKernelArgumentBytes, "kvcanary: kernel arguments must stay small");
   using Array = typename Functor::Array;

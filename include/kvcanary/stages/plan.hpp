@@ -11,7 +11,7 @@
 // * Inside it: no allocation, no host-device copy, no fence, so it can be captured in a CUDA graph
 //   and replayed with the inputs refilled in place (up to the shapes, which a graph fixes).
 // * With inputs.req_identities (SPEC-CANARY §11.7; the plans then hold identity arrays), one more
-//   launch copies each row's identity into its entries and its request (two on CUDA's fused paths).
+//   launch copies each row's identity into its entries and its request (from the workspace's offsets).
 // * validate() runs first: a call that breaks a host-side rule throws std::invalid_argument before
 //   any output is touched. Problems in the data itself are reported in `status`, on the device.
 
@@ -64,7 +64,7 @@ void plan(const ExecutionSpace& space, const PlanInputs<MemorySpace>& inputs,
   }
   // SPEC-CANARY §11.7: only a call with identities launches anything more.
   if (inputs.req_identities)
-    Impl::launch_identities(space, inputs, verify_plan, write_plan, in, out, batch_size, !done);
+    Impl::launch_identities(space, inputs, verify_plan, write_plan, out, batch_size);
   Kokkos::Profiling::popRegion();
 }
 
