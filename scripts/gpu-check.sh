@@ -127,7 +127,9 @@ if has sanitize; then
   sanitize racecheck unit "$unit" --gtest_filter="$RACE_FILTER"
   sanitize racecheck graph "$graph"
   sanitize memcheck runtime "$runtime"
-  sanitize racecheck runtime "$runtime"
+  # racecheck runs every kernel ~100x slower: the 10,000-step health-check test alone outlasts 150 s (cut
+  # at 50 and 150 s on 2026-12-04); its passes are the other runtime tests' passes repeated.
+  sanitize racecheck runtime "$runtime" --gtest_filter=-Runtime.HealthCheckQuietOnTenThousandCleanSteps
 fi
 
 if has python; then
