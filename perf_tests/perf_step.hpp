@@ -15,7 +15,8 @@
 //
 //   step_pump/<workload>/<launch>   the same step followed by Canary::end_step() (the asynchronous report
 //                              pump); time per step with the pump, and pump_us_per_step = that minus the same
-//                              steps without end_step(), measured alternately in each iteration
+//                              steps without end_step(), measured alternately in each iteration (bs 1 and 64:
+//                              host-bound, the pump's host time; bs 256: GPU-bound, what it costs the stream)
 // Side by side: original_step_us, the original system's same step (plan + 2 x verify + 2 x write, µs, H200
 // graph replay, /work/shared/GPU-FLOORS.md "Re-measured side by side, 2026-12-04") where that table has the
 // write of the workload, and speedup_vs_original = original_step_us / us_per_call.
@@ -212,7 +213,9 @@ void register_step_benchmarks(const std::string& backend) {
                      [shape, mode](benchmark::State& state) { bench_step<ExecutionSpace>(state, shape, false, mode); });
       register_timed("step_id/" + shape.name + "/" + launch.second,
                      [shape, mode](benchmark::State& state) { bench_step<ExecutionSpace>(state, shape, true, mode); });
-      if (shape.name == "decode_bs1" || shape.name == "decode_bs64")
+      // bs 1: a host-bound loop (the pump's host time shows); bs 256 (CUDA only, by its size): a GPU-bound
+      // loop, the host a step ahead, so the difference is what the pump costs the engine's stream.
+      if (shape.name == "decode_bs1" || shape.name == "decode_bs64" || shape.name == "decode_bs256")
         register_timed("step_pump/" + shape.name + "/" + launch.second,
                        [shape, mode](benchmark::State& state) { bench_step_pump<ExecutionSpace>(state, shape, mode); });
     }
