@@ -152,7 +152,7 @@ inline canary::CanaryBuffer stamp_prefixes(const Inputs& in) {
   return buffer;
 }
 
-// SPEC-CANARY §11.7: a distinct non-zero 64-bit identity per request row (as LoRA adapters or cache salts).
+// SPEC-CANARY §11.7: a random non-zero (odd) 64-bit identity per request row (as LoRA adapters or cache salts).
 inline void draw_identities(Inputs& in, std::uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::vector<std::int64_t> identities(in.req_pool_indices.size());
@@ -160,32 +160,38 @@ inline void draw_identities(Inputs& in, std::uint64_t seed) {
   in.req_identities = identities;
 }
 
+// reference::plan of `w` into outputs of its capacities filled with `fill`, with the identity arrays exactly
+// when the inputs hold identities (as plan() requires).
+inline canary::Outputs reference_plan(const Workload& w, std::int64_t fill) {
+  canary::Outputs plan = canary::make_outputs(w.verify_capacity, w.write_req_capacity, fill);
+  if (w.inputs.req_identities) {
+    plan.verify_identities.emplace(static_cast<std::size_t>(w.verify_capacity), 0);
+    plan.write_identities.emplace(static_cast<std::size_t>(w.write_req_capacity), 0);
+  }
+  canary::plan(w.inputs, plan);
+  return plan;
+}
+
 // The benchmarks of one workload are registered next to each other, so caching the last case built
 // keeps the host memory to one workload at a time (decode bs 256: a 270 MB buffer). With `identities`,
 // every request has one (SPEC-CANARY §11.7): the plan carries them and the prefixes are stamped with them.
 inline std::shared_ptr<VerifyCase> verify_case(const WorkloadShape& shape, bool identities = false) {
   static std::shared_ptr<VerifyCase> cached;
-  static bool cached_identities = false;
-  if (cached && cached->workload.name == shape.name && cached_identities == identities) return cached;
+  if (cached && cached->workload.name == shape.name && cached->workload.inputs.req_identities.has_value() == identities)
+    return cached;
   cached.reset();
   auto built = std::make_shared<VerifyCase>();
   built->workload = build_workload(shape);
   draw_distinct_slots(built->workload, shape.seed ^ 0x64697374696e6374ULL);  // "distinct"
   if (identities) draw_identities(built->workload.inputs, shape.seed ^ 0x6964656e74697479ULL);  // "identity"
   const Inputs& in = built->workload.inputs;
-  built->plan = canary::make_outputs(built->workload.verify_capacity, built->workload.write_req_capacity, kPoison);
-  if (identities) {
-    built->plan.verify_identities.emplace(static_cast<std::size_t>(built->workload.verify_capacity), 0);
-    built->plan.write_identities.emplace(static_cast<std::size_t>(built->workload.write_req_capacity), 0);
-  }
-  canary::plan(in, built->plan);
+  built->plan = reference_plan(built->workload, kPoison);
   if (built->plan.enable != 1 || built->plan.input_error_bits != 0)
     throw std::logic_error("kvcanary_perf: the canary workload's plan is not enabled and clean");
   for (const RowCells& row : used_cells(in))
     if (in.swa_window_size > 0 && row.first > 0) ++built->predecessor_reads;
   built->stamped = stamp_prefixes(in);
   cached = built;
-  cached_identities = identities;
   return cached;
 }
 

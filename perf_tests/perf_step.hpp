@@ -120,12 +120,7 @@ void bench_step(benchmark::State& state, const WorkloadShape& shape, bool identi
     call.run();  // eager, checked
     expect_clean_step(call.canary->flush(), "eager step");
     {
-      canary::Outputs plan = canary::make_outputs(c->workload.verify_capacity, c->workload.write_req_capacity, 0);
-      if (identities) {
-        plan.verify_identities.emplace(static_cast<std::size_t>(c->workload.verify_capacity), 0);
-        plan.write_identities.emplace(static_cast<std::size_t>(c->workload.write_req_capacity), 0);
-      }
-      canary::plan(c->workload.inputs, plan);
+      const canary::Outputs plan = reference_plan(c->workload, 0);
       canary::CanaryBuffer expected = c->stamped;
       canary::ViolationRing ring;
       ring.capacity = 16;
