@@ -270,6 +270,17 @@ std::vector<TargetArgs> target_args(const char* function, const Arg& first, nb::
 
 // ---- stages ----
 
+// An optional int64 input vector of plan() (absent: None): imported into `arg` (which keeps it alive) and
+// `out`, on the place of `first`. Returns whether it was given.
+bool optional_input(nb::handle h, const char* f, const char* name, const Arg& first, Arg& arg,
+                    Vec<const std::int64_t>& out) {
+  if (h.is_none()) return false;
+  arg = vector_arg(h, f, name, DType::Int64, false);
+  check_same_location(first, arg);
+  out = as_vec<const std::int64_t>(arg);
+  return true;
+}
+
 void py_plan(nb::handle req_pool_indices, nb::handle prefix_lens, nb::handle extend_seq_lens, nb::handle req_to_token,
              const BoundVerifyPlan& vp, const BoundWritePlan& wp, const BoundStatus& st, const BoundWorkspace& ws,
              int swa_window_size, nb::handle lut, nb::handle pool, nb::handle valid_lens,
@@ -289,12 +300,7 @@ void py_plan(nb::handle req_pool_indices, nb::handle prefix_lens, nb::handle ext
   a.req_to_token = Mat<const std::int32_t>{static_cast<const std::int32_t*>(rtt.data()), rtt.size(0), rtt.size(1), rtt_stride};
   a.swa_window_size = swa_window_size;
   Arg lut_arg, pool_arg, valid_arg, identities_arg;
-  if (!lut.is_none()) {
-    lut_arg = vector_arg(lut, f, "full_to_swa_index_mapping", DType::Int64, false);
-    check_same_location(rpi, lut_arg);
-    a.has_lut = true;
-    a.lut = as_vec<const std::int64_t>(lut_arg);
-  }
+  a.has_lut = optional_input(lut, f, "full_to_swa_index_mapping", rpi, lut_arg, a.lut);
   if (!pool.is_none()) {
     pool_arg = import_array(pool, f, "req_to_verify_expected_tokens", false);
     const std::int64_t stride = check_matrix(pool_arg, DType::Int32);
@@ -303,19 +309,10 @@ void py_plan(nb::handle req_pool_indices, nb::handle prefix_lens, nb::handle ext
     a.pool = Mat<const std::int32_t>{static_cast<const std::int32_t*>(pool_arg.data()), pool_arg.size(0),
                                      pool_arg.size(1), stride};
   }
-  if (!valid_lens.is_none()) {
-    valid_arg = vector_arg(valid_lens, f, "req_to_verify_expected_tokens_valid_lens", DType::Int64, false);
-    check_same_location(rpi, valid_arg);
-    a.has_valid_lens = true;
-    a.valid_lens = as_vec<const std::int64_t>(valid_arg);
-  }
+  a.has_valid_lens =
+      optional_input(valid_lens, f, "req_to_verify_expected_tokens_valid_lens", rpi, valid_arg, a.valid_lens);
   a.kv_token_id_vs_position_offset = kv_token_id_vs_position_offset;
-  if (!identities.is_none()) {
-    identities_arg = vector_arg(identities, f, "req_identities", DType::Int64, false);
-    check_same_location(rpi, identities_arg);
-    a.has_identities = true;
-    a.identities = as_vec<const std::int64_t>(identities_arg);
-  }
+  a.has_identities = optional_input(identities, f, "req_identities", rpi, identities_arg, a.identities);
   same_place(f, rpi, vp.slot_indices, "verify_plan");
   same_place(f, rpi, wp.write_offsets, "write_plan");
   same_place(f, rpi, st.input_error_bits, "status");
