@@ -5,8 +5,8 @@
     python3 scripts/measure-python-graph.py --device cpu     # eager dry run of the same code on torch CPU
 
 On the device (torch with CUDA, the package built with CUDA Kokkos: scripts/gpu-check.sh python), after
-`scripts/gpu-check.sh perf` so that PERF is that run's reports/perf_cuda.json (Google Benchmark JSON; its
-console log works too, with counters rounded to 5 digits). Per SPEC §7 workload, on CUDA torch tensors:
+`scripts/gpu-check.sh perf` so that PERF is that run's $REPORT_DIR/perf_cuda.json (default
+build-gpu/report/; Google Benchmark JSON; its console log works too, with counters rounded to 5 digits). Per SPEC §7 workload, on CUDA torch tensors:
   verify_kv  kvcanary.verify of the K and V buffers in one call, algorithm 'portable'
              (C++: verify_kv/<workload>/portable/graph, perf_tests/perf_verify.hpp)
   step       kvcanary.Canary.before_forward = plan + head verify (K, V) + head write (K, V)
