@@ -51,7 +51,7 @@ def test_cuda_plan_equals_host_plan_and_keeps_the_current_device(algorithm):
 
 @pytest.mark.parametrize("algorithm", ["default", "portable", "cuda-persistent"])
 def test_cuda_plan_copies_identities_like_the_host(algorithm):
-    # SPEC-CANARY §11.7: one more launch (two on the fused CUDA paths, which rerun the offsets scan).
+    # SPEC-CANARY §11.7: one more launch, reading the offsets every plan path leaves in the workspace.
     device = cuda()
     on_gpu, on_host = plan_args(device, with_identities=True), plan_args(torch.device("cpu"), with_identities=True)
     kc.plan(algorithm=algorithm, req_identities=torch.tensor([11, 12, -13], device=device), **on_gpu)
