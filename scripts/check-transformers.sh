@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # shellcheck source-path=SCRIPTDIR
 # check-transformers.sh — kvcanary on HF transformers' real continuous-batching engine (CPU, tiny random-weight
-# models built from a config, no download of weights): pytest unit_tests/python/test_transformers_integration.py.
+# models built from a config, no download of weights): pytest unit_tests/python/test_transformers_integration.py,
+# and the torch-tensor tests on torch 2.11.
 #
 #   scripts/check-transformers.sh [PYTEST ARGS...]
 #   scripts/check-transformers.sh --help      this text
@@ -14,7 +15,9 @@
 # 2. `pip install --no-build-isolation .` into it (the extension builds in build/py-*/, shared with
 #    scripts/check-python.sh);
 # 3. pytest: output bit-identical with and without the canary (Llama, Mistral, Qwen2 mixed), forks, a manager,
-#    six engine faults planted in transformers' objects and caught in the step they become readable.
+#    six engine faults planted in transformers' objects and caught in the step they become readable; and,
+#    with this torch's DLPack C exchange table (torch >= 2.10), the array rules on torch tensors and the
+#    SGLang drop-in (test_torch_arrays.py, test_sglang_dropin.py; check-python.sh runs them on torch 1.13).
 # Environment: JOBS (default: nproc), KVCANARY_TORCH_FULL=1 forces the full torch install.
 set -euo pipefail
 KV_SCRIPT=check-transformers
@@ -61,4 +64,5 @@ kv_pip_install_self "$VENV/bin/pip"
 kv_log "pytest"
 cd "$KV_ROOT/unit_tests/python"
 OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} \
-  "$VENV/bin/python" -m pytest -q -p no:cacheprovider "$@" test_transformers_integration.py
+  "$VENV/bin/python" -m pytest -q -p no:cacheprovider "$@" test_transformers_integration.py test_torch_arrays.py \
+    test_sglang_dropin.py

@@ -64,6 +64,11 @@ CanaryAlgorithm canary_algorithm(int a) {
 
 namespace detail {
 
+std::mutex& host_mutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+
 [[noreturn]] void runtime(const std::string& what) { throw std::runtime_error("kvcanary: " + what); }
 
 #ifdef KOKKOS_ENABLE_CUDA

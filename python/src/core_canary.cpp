@@ -159,20 +159,23 @@ class CanaryOn final : public CanaryBase {
       : canary_(space, std::move(config), std::move(tables)) {}
   using Mem = typename Space::memory_space;
   void before_forward(const BatchArgs& b) override {
-    canary_.before_forward(forward_batch<Mem>(b));
-    host_fence();
+    on_this_thread([&] { canary_.before_forward(forward_batch<Mem>(b)); });
   }
   void after_forward(const BatchArgs& b) override {
-    canary_.after_forward(forward_batch<Mem>(b));
-    host_fence();
+    on_this_thread([&] { canary_.after_forward(forward_batch<Mem>(b)); });
   }
   void sweep(const CachedArgs& c) override {
-    canary_.sweep(cached_prefixes<Mem>(c));
-    host_fence();
+    on_this_thread([&] { canary_.sweep(cached_prefixes<Mem>(c)); });
   }
-  RuntimeReport end_step(std::int64_t forwards) override { return canary_.end_step(forwards); }
-  RuntimeReport flush() override { return canary_.flush(); }
-  RuntimeReport rearm() override { return canary_.rearm(); }
+  RuntimeReport end_step(std::int64_t forwards) override {
+    return on_this_thread([&] { return canary_.end_step(forwards); });
+  }
+  RuntimeReport flush() override {
+    return on_this_thread([&] { return canary_.flush(); });
+  }
+  RuntimeReport rearm() override {
+    return on_this_thread([&] { return canary_.rearm(); });
+  }
   const RuntimeReport& last_report() const override { return canary_.last_report(); }
   void set_chain_position_assert(bool on) override { canary_.set_chain_position_assert(on); }
   std::int64_t steps() const override { return canary_.steps(); }
@@ -181,9 +184,24 @@ class CanaryOn final : public CanaryBase {
   bool group_on(GroupKind kind) const override { return canary_.group_on(kind); }
 
  private:
-  // Host passes have finished when the call returns (the caller's numpy arrays hold the records).
-  static void host_fence() {
-    if constexpr (std::is_same<Mem, Kokkos::HostSpace>::value) Space().fence();
+  // A host Canary runs one host call at a time (host_mutex), on a thread that can drive its space, and
+  // has finished when the call returns (the caller's numpy arrays hold the records).
+  template <class F>
+  auto on_this_thread(F&& f) {
+    if constexpr (std::is_same<Mem, Kokkos::HostSpace>::value) {
+#ifdef KOKKOS_ENABLE_OPENMP
+      if constexpr (std::is_same<Space, Kokkos::OpenMP>::value)
+        require_openmp_here("kvcanary.Canary: this Canary",
+                            "call it from that thread, or build it with backend='serial' to drive it from any thread");
+#endif
+      std::lock_guard<std::mutex> lock(host_mutex());
+      struct Fence {
+        ~Fence() { Space().fence(); }
+      } fence;
+      return f();
+    } else {
+      return f();
+    }
   }
   Canary<Space> canary_;
 };

@@ -13,12 +13,17 @@
 #include <Kokkos_Core.hpp>
 
 #include <cstdint>
+#include <mutex>
 #include <stdexcept>
+#include <type_traits>
 #include <string>
 #include <vector>
 
 #ifdef KOKKOS_ENABLE_CUDA
 #include <cuda_runtime.h>
+#endif
+#if defined(KOKKOS_ENABLE_OPENMP) && KOKKOS_VERSION >= 40000
+#include <omp.h>
 #endif
 
 namespace kvcanary {
@@ -79,10 +84,47 @@ bool capturing(std::uintptr_t stream);
 Kokkos::Cuda instance(int device, std::uintptr_t stream);
 #endif
 
+// Kokkos 3.4's host backends keep process-wide state (Serial's team scratch, OpenMP's thread pool), and
+// host calls release the GIL: host work from several Python threads runs one call at a time.
+std::mutex& host_mutex();
+
+#ifdef KOKKOS_ENABLE_OPENMP
+// Whether this thread may launch on Kokkos::OpenMP: Kokkos 3.4 ties its pool to the thread that started
+// Kokkos (anywhere else a scan throws "in parallel or not initialized"), and no version launches from
+// inside the caller's own OpenMP parallel region. An engine's worker thread (HF transformers runs its
+// continuous batching in one) is such a thread.
+inline bool openmp_here() {
+#if KOKKOS_VERSION < 40000
+  return !Kokkos::OpenMP::in_parallel();
+#else
+  return omp_in_parallel() == 0;
+#endif
+}
+
+inline void require_openmp_here(const std::string& who, const std::string& remedy) {
+  if (!openmp_here())
+    throw std::invalid_argument(who + " runs on OpenMP, which only the thread that started kvcanary's Kokkos can drive (Kokkos " +
+                                kokkos_version() + " ties its pool to that thread), outside an OpenMP parallel region; " +
+                                remedy);
+}
+#endif
+
 template <class Space, class F>
 void on_host(const Space& space, F& f) {
+  std::lock_guard<std::mutex> lock(host_mutex());
   f(space, Kokkos::HostSpace{});
   space.fence();
+}
+
+// Backend::Default on the host: the default host space, unless that is OpenMP and this thread cannot
+// launch on it (openmp_here), then Serial.
+inline Backend host_backend(Backend asked) {
+  if (asked != Backend::Default) return asked;
+#if defined(KOKKOS_ENABLE_OPENMP) && defined(KOKKOS_ENABLE_SERIAL)
+  if (std::is_same<Kokkos::DefaultHostExecutionSpace, Kokkos::OpenMP>::value)
+    return openmp_here() ? Backend::OpenMP : Backend::Serial;
+#endif
+  return Backend::Default;
 }
 
 // Runs f(space, memory_space) on the place's backend. Host backends fence before returning (the caller's
@@ -111,7 +153,7 @@ void on_place(const Place& place, F&& f) {
     throw std::invalid_argument("kvcanary: CUDA arrays given, but this kvcanary was built without CUDA");
 #endif
   }
-  switch (place.backend) {
+  switch (host_backend(place.backend)) {
     case Backend::Serial:
 #ifdef KOKKOS_ENABLE_SERIAL
       return on_host(Kokkos::Serial(), f);
@@ -120,6 +162,8 @@ void on_place(const Place& place, F&& f) {
 #endif
     case Backend::OpenMP:
 #ifdef KOKKOS_ENABLE_OPENMP
+      require_openmp_here("kvcanary: backend 'openmp'",
+                          "call from that thread, or use backend='serial' (backend=None picks serial on other threads)");
       return on_host(Kokkos::OpenMP(), f);
 #else
       break;

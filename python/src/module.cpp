@@ -7,6 +7,7 @@
 
 #include "core.hpp"
 #include "module_arrays.hpp"
+#include "module_dlpack_exchange.hpp"
 
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
@@ -531,5 +532,10 @@ NB_MODULE(_core, m) {
   m.def("kokkos_version", &kokkos_version);
   m.def("initialized_device", &initialized_device);
   m.def("stream_is_capturing", &stream_is_capturing);
+  // For the tests: whether an object is described through its type's DLPack C exchange table.
+  m.def("array_import_route", [](nb::handle h, bool writable) {
+    ExchangedArray unused;
+    return exchange_describe(h, writable, unused) ? "exchange" : "dlpack_or_buffer";
+  }, "array"_a, "writable"_a);
   m.def("prepare_stream", &prepare_stream);
 }

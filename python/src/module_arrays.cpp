@@ -2,6 +2,8 @@
 
 #include "module_arrays.hpp"
 
+#include "module_dlpack_exchange.hpp"
+
 #include <cstdint>
 #include <string>
 
@@ -18,7 +20,8 @@ std::string object_type_name(nb::handle h) { return nb::type_name(h.type()).c_st
 
 std::string shape_text(const Arg& a) {
   std::string s = "(";
-  for (int i = 0; i < a.ndim; ++i) s += (i ? ", " : "") + std::to_string(a.shape[i]);
+  for (int i = 0; i < a.ndim && i < kept_dims; ++i) s += (i ? ", " : "") + std::to_string(a.shape[i]);
+  if (a.ndim > kept_dims) s += ", ... (" + std::to_string(a.ndim) + "-D)";
   return s + (a.ndim == 1 ? ",)" : ")");
 }
 
@@ -29,26 +32,40 @@ std::string strides_text(const Arg& a) {
 }
 
 // The fields of an imported array; rank > 2 keeps ndim only (every rule refuses it).
-template <class Array>
-void fill(Arg& a, const Array& array) {
-  a.pointer = const_cast<void*>(static_cast<const void*>(array.data()));
-  a.dtype = array.dtype();
-  a.ndim = static_cast<int>(array.ndim());
-  for (int i = 0; i < a.ndim && i < 2; ++i) {
-    a.shape[i] = static_cast<std::int64_t>(array.shape(static_cast<size_t>(i)));
-    a.stride[i] = array.stride(static_cast<size_t>(i));
+void fill(Arg& a, const ExchangedArray& array) {
+  a.pointer = array.data;
+  a.dtype = array.dtype;
+  a.ndim = array.ndim;
+  for (int i = 0; i < a.ndim && i < kept_dims; ++i) {
+    a.shape[i] = array.shape[i];
+    a.stride[i] = array.stride[i];
   }
-  const int device = array.device_type();
+  const int device = array.device_type;
   if (device == nb::device::cpu::value) {
     a.location = Location{false, 0};
   } else if (device == nb::device::cuda::value) {
-    a.location = Location{true, array.device_id()};
+    a.location = Location{true, array.device_id};
   } else if (device == nb::device::cuda_host::value || device == nb::device::cuda_managed::value) {
     value_error(a.function, a.name, "is in pinned or managed CUDA memory; kvcanary takes host or CUDA device memory");
   } else {
     value_error(a.function, a.name,
                 "is on DLPack device type " + std::to_string(device) + "; kvcanary takes cpu or cuda arrays");
   }
+}
+
+template <class Array>
+void fill(Arg& a, const Array& array) {
+  ExchangedArray e;
+  e.data = const_cast<void*>(static_cast<const void*>(array.data()));
+  e.dtype = array.dtype();
+  e.ndim = static_cast<int>(array.ndim());
+  for (int i = 0; i < e.ndim && i < kept_dims; ++i) {
+    e.shape[i] = static_cast<std::int64_t>(array.shape(static_cast<size_t>(i)));
+    e.stride[i] = array.stride(static_cast<size_t>(i));
+  }
+  e.device_type = array.device_type();
+  e.device_id = array.device_id();
+  fill(a, e);
 }
 
 const char* dtype_word(DType d) {
@@ -95,6 +112,13 @@ Arg import_array(nb::handle h, const char* function, const char* name, bool writ
   a.name = name;
   if (h.is_none()) type_error(function, name, "is required, got None");
   a.owner = nb::borrow(h);
+  // The producer's C exchange table first (torch >= 2.10): tens of ns instead of ~1 µs through __dlpack__.
+  ExchangedArray exchanged;
+  if (exchange_describe(h, writable, exchanged)) {
+    if (writable && exchanged.read_only) value_error(function, name, "is read-only; kvcanary writes its results into it");
+    fill(a, exchanged);
+    return a;
+  }
   bool ok = false;
   nb::ndarray<nb::ro> ro;
   if (writable) {

@@ -7,6 +7,7 @@
 // TypeError, anything else ValueError; every message starts "kvcanary.<function>: <argument> ".
 
 #include "core.hpp"
+#include "module_dlpack_exchange.hpp"
 
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
@@ -37,8 +38,8 @@ struct Arg {
   void* pointer = nullptr;
   nb::dlpack::dtype dtype{};
   int ndim = 0;
-  std::int64_t shape[2] = {0, 0};
-  std::int64_t stride[2] = {0, 0};
+  std::int64_t shape[kept_dims] = {};  // the first kept_dims extents and strides (every rule takes rank <= 2)
+  std::int64_t stride[kept_dims] = {};
   const char* function = "";
   const char* name = "";
   Location location;
