@@ -11,6 +11,9 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <pthread.h>
+
+#include <atomic>
 #include <cstdio>
 #include <map>
 #include <mutex>
@@ -68,6 +71,19 @@ std::mutex& host_mutex() {
   static std::mutex mutex;
   return mutex;
 }
+
+namespace {
+std::atomic<bool> forked_after_start{false};
+// A fork waits for the host call in flight (the child must not inherit a locked host_mutex).
+void before_fork() { host_mutex().lock(); }
+void after_fork_in_parent() { host_mutex().unlock(); }
+void after_fork_in_child() {
+  host_mutex().unlock();
+  if (Kokkos::is_initialized()) forked_after_start.store(true);
+}
+}  // namespace
+
+bool forked_child() { return forked_after_start.load(); }
 
 [[noreturn]] void runtime(const std::string& what) { throw std::runtime_error("kvcanary: " + what); }
 
@@ -148,6 +164,10 @@ void initialize(const InitOptions& options) {
 #endif
   we_initialized = true;
   init_device = device;
+  // Engines fork workers; a child inherits Kokkos' state but not OpenMP's threads or the CUDA context.
+  static const bool fork_handlers =
+      pthread_atfork(detail::before_fork, detail::after_fork_in_parent, detail::after_fork_in_child) == 0;
+  (void)fork_handlers;
 }
 
 bool is_initialized() { return Kokkos::is_initialized() && !finalized_flag; }
@@ -156,6 +176,15 @@ bool is_finalized() { return finalized_flag; }
 void finalize() {
   std::lock_guard<std::mutex> lock(lifecycle_mutex);
   if (finalized_flag) return;
+  if (forked_child()) {  // the parent's Kokkos: finalizing it here would wait on threads that are gone
+    release_canaries();  // host state freed, CUDA state left alone (CanaryHandle::release)
+    finalized_flag = true;
+#ifdef KOKKOS_ENABLE_CUDA
+    std::lock_guard<std::mutex> instances_lock(instances_mutex);
+    (void)new std::map<std::pair<int, std::uintptr_t>, Kokkos::Cuda>(std::move(instances()));  // never destroyed
+#endif
+    return;
+  }
   release_canaries();  // their Views and CUDA streams go before Kokkos does
   finalized_flag = true;
 #ifdef KOKKOS_ENABLE_CUDA

@@ -192,7 +192,7 @@ class CanaryOn final : public CanaryBase {
 #ifdef KOKKOS_ENABLE_OPENMP
       if constexpr (std::is_same<Space, Kokkos::OpenMP>::value)
         require_openmp_here("kvcanary.Canary: this Canary",
-                            "call it from that thread, or build it with backend='serial' to drive it from any thread");
+                            "build it with backend='serial' to drive it from any thread or process");
 #endif
       std::lock_guard<std::mutex> lock(host_mutex());
       struct Fence {
@@ -280,13 +280,15 @@ CanaryHandle::~CanaryHandle() {
     std::lock_guard<std::mutex> lock(live_mutex);
     live_handles().erase(this);
   }
-  if (canary_) {
-    PlaceGuard guard(place_);
-    canary_.reset();
-  }
+  if (canary_) release();
 }
 
 void CanaryHandle::release() {
+  if (forked_child()) {  // no CUDA call in a forked child: a CUDA Canary's state is left to the parent
+    if (place_.cuda) (void)canary_.release();
+    else canary_.reset();
+    return;
+  }
   PlaceGuard guard(place_);
   canary_.reset();
 }

@@ -84,6 +84,10 @@ bool capturing(std::uintptr_t stream);
 Kokkos::Cuda instance(int device, std::uintptr_t stream);
 #endif
 
+// Whether this process is a child forked after kvcanary started Kokkos: it inherits Kokkos' state but
+// not OpenMP's threads (a launch there waits for them forever) or a usable CUDA context. Serial runs.
+bool forked_child();
+
 // Kokkos 3.4's host backends keep process-wide state (Serial's team scratch, OpenMP's thread pool), and
 // host calls release the GIL: host work from several Python threads runs one call at a time.
 std::mutex& host_mutex();
@@ -94,6 +98,7 @@ std::mutex& host_mutex();
 // inside the caller's own OpenMP parallel region. An engine's worker thread (HF transformers runs its
 // continuous batching in one) is such a thread.
 inline bool openmp_here() {
+  if (forked_child()) return false;
 #if KOKKOS_VERSION < 40000
   return !Kokkos::OpenMP::in_parallel();
 #else
@@ -102,6 +107,9 @@ inline bool openmp_here() {
 }
 
 inline void require_openmp_here(const std::string& who, const std::string& remedy) {
+  if (forked_child())
+    throw std::invalid_argument(who + " runs on OpenMP, whose threads did not survive the fork of this process (kvcanary "
+                                "had started Kokkos in the parent); " + remedy);
   if (!openmp_here())
     throw std::invalid_argument(who + " runs on OpenMP, which only the thread that started kvcanary's Kokkos can drive (Kokkos " +
                                 kokkos_version() + " ties its pool to that thread), outside an OpenMP parallel region; " +
@@ -131,6 +139,9 @@ inline Backend host_backend(Backend asked) {
 // numpy arrays hold the results when the call returns); CUDA calls stay asynchronous on their stream.
 template <class F>
 void on_place(const Place& place, F&& f) {
+  if (place.cuda && forked_child())
+    runtime("this process was forked after kvcanary started Kokkos, and CUDA cannot run in a forked child; start "
+            "workers with multiprocessing's 'spawn', or let kvcanary start after the fork");
 #ifdef KOKKOS_ENABLE_CUDA
   // Starting Kokkos allocates and queries the device: never inside a capture.
   if (place.cuda && !Kokkos::is_initialized() && !is_finalized()) {
@@ -163,7 +174,7 @@ void on_place(const Place& place, F&& f) {
     case Backend::OpenMP:
 #ifdef KOKKOS_ENABLE_OPENMP
       require_openmp_here("kvcanary: backend 'openmp'",
-                          "call from that thread, or use backend='serial' (backend=None picks serial on other threads)");
+                          "use backend='serial' (backend=None picks serial where OpenMP cannot run)");
       return on_host(Kokkos::OpenMP(), f);
 #else
       break;

@@ -1,9 +1,11 @@
-"""kvcanary called from several Python threads (docs/python.md, "Threads"): an engine's worker thread (HF
-transformers runs continuous batching in one) gets the same results as the thread that started kvcanary;
-host calls from many threads at once are each right (they run one at a time: Kokkos 3.4's host backends
-keep process-wide scratch; a race there is too rare to catch from Python, so the lock is argued, not shown); OpenMP, which Kokkos 3.4 ties
-to the thread that started it, is refused by name elsewhere instead of failing inside Kokkos. Each test
-runs in a fresh interpreter, so that which thread started kvcanary is known."""
+"""kvcanary called from several Python threads and forked processes (docs/python.md, "Threads and
+forks"): an engine's worker thread (HF transformers runs continuous batching in one) gets the same results
+as the thread that started kvcanary; host calls from many threads at once are each right (they run one at
+a time: Kokkos 3.4's host backends keep process-wide scratch; a race there is too rare to catch from
+Python, so the lock is argued, not shown); OpenMP, which Kokkos 3.4 ties to the thread that started it, is
+refused by name elsewhere instead of failing inside Kokkos; a process forked after kvcanary started
+(engines fork workers) runs its host calls on Serial and exits without waiting for threads the fork did
+not copy. Each test runs in a fresh interpreter, so that which thread started kvcanary is known."""
 
 from __future__ import annotations
 
@@ -72,7 +74,7 @@ def test_a_worker_thread_gets_the_starting_threads_results_and_openmp_is_refused
         assert planned([1, 2, 3], [3, 5, 2], "openmp") == main                    # this thread still can
     """)
     assert "refused: kvcanary: backend 'openmp' runs on OpenMP, which only the thread that started" in out
-    assert "backend='serial' (backend=None picks serial on other threads)" in out
+    assert "backend='serial' (backend=None picks serial where OpenMP cannot run)" in out
 
 
 def test_a_worker_that_starts_kvcanary_leaves_the_main_thread_a_working_default():
@@ -120,4 +122,38 @@ def test_a_canary_runs_from_a_worker_on_serial_and_an_openmp_canary_says_why_not
         assert steps(openmp) == ([], 3)
     """)
     assert "refused: kvcanary.Canary: this Canary runs on OpenMP" in out
-    assert "build it with backend='serial' to drive it from any thread" in out
+    assert "build it with backend='serial' to drive it from any thread or process" in out
+
+
+def test_a_child_forked_after_kvcanary_started_runs_on_serial_and_exits():
+    # Before: the child's first OpenMP launch, and its exit (Kokkos::finalize), waited forever for the
+    # parent's OpenMP threads, which a fork does not copy; and so did the parent, waiting for the child.
+    out = run_fresh("""
+        import os, sys
+        main = planned([1, 2, 3], [3, 5, 2])                   # the parent starts kvcanary (OpenMP)
+        table = tc.req_to_token()
+        parents = kc.Canary(req_to_token=table, report_mode="none", dimensions=tc.dims())   # on OpenMP
+        pid = os.fork()
+        if pid == 0:
+            assert planned([1, 2, 3], [3, 5, 2]) == main       # None: serial in the child
+            try:
+                planned([1, 2, 3], [3, 5, 2], "openmp")
+            except ValueError as e:
+                print("refused:", e, flush=True)
+            try:
+                parents.before_forward(tc.forward_batch(table, tc.STEPS[0]))
+            except ValueError as e:
+                print("canary refused:", e, flush=True)
+            own = kc.Canary(req_to_token=table, report_mode="none", dimensions=tc.dims())    # serial here
+            own.before_forward(tc.forward_batch(table, tc.STEPS[0]))
+            assert own.flush().rows == []
+            sys.exit(0)                                         # atexit: kvcanary.finalize() in the child
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0, status
+        assert planned([1, 2, 3], [3, 5, 2], "openmp") == main  # the parent is unharmed
+        parents.before_forward(tc.forward_batch(table, tc.STEPS[0]))
+        print("parent ok", flush=True)
+    """)
+    assert "refused: kvcanary: backend 'openmp' runs on OpenMP, whose threads did not survive the fork" in out
+    assert "canary refused: kvcanary.Canary: this Canary runs on OpenMP, whose threads did not survive" in out
+    assert "parent ok" in out
