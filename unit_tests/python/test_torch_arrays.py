@@ -142,3 +142,15 @@ def test_bound_plans_on_numpy_and_torch_are_interchangeable_in_one_call():
     vp, wp, st, ws = bound_plan(16, 4)
     kc.plan(**plan_args(verify_plan=vp, write_plan=wp, status=st, workspace=ws))
     assert vp.verify_slot_indices[:3].tolist() == [8, 9, 10]
+
+
+@pytest.mark.parametrize("make", [lambda: torch.zeros(1, dtype=torch.int64, device="meta"),
+                                  lambda: torch.zeros(1, dtype=torch.int64).to_sparse()], ids=["meta", "sparse"])
+def test_tensors_without_memory_to_describe_are_type_errors(make):
+    with pytest.raises(TypeError, match=r"kvcanary\.plan: prefix_lens must be an array"):
+        kc.plan(**plan_args(prefix_lens=make()))
+
+
+def test_an_expanded_tensor_is_not_contiguous():
+    with pytest.raises(ValueError, match=r"prefix_lens must be contiguous, got strides \(0,\) elements"):
+        kc.plan(**plan_args(prefix_lens=torch.zeros(1, dtype=torch.int64).expand(4)))
