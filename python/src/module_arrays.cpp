@@ -36,9 +36,14 @@ void fill(Arg& a, const ExchangedArray& array) {
   a.pointer = array.data;
   a.dtype = array.dtype;
   a.ndim = array.ndim;
+  if (a.ndim < 0) value_error(a.function, a.name, "claims rank " + std::to_string(a.ndim) + " (a broken DLPack producer)");
   for (int i = 0; i < a.ndim && i < kept_dims; ++i) {
     a.shape[i] = array.shape[i];
     a.stride[i] = array.stride[i];
+    // What a producer says is trusted for its memory, but a negative extent would size a View as ~0.
+    if (a.shape[i] < 0)
+      value_error(a.function, a.name,
+                  "claims extent " + std::to_string(a.shape[i]) + " in dimension " + std::to_string(i) + " (a broken DLPack producer)");
   }
   const int device = array.device_type;
   if (device == nb::device::cpu::value) {

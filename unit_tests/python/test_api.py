@@ -576,3 +576,47 @@ def test_one_write_of_k_and_v_equals_two_writes(backend):
     assert r_both.slot_run_counter == r_each.slot_run_counter == 8
     with pytest.raises(ValueError, match=r"kvcanary\.write: buffer must name 1 to 4 canary buffers, got 5"):
         kc.write(write_plan=wp, buffer=[both[0]] * 5, ring=ring_both, **tokens)
+
+
+def lying_producer(extent):
+    """An object whose __dlpack__ describes 8 int64 as a 1-D array of `extent` (a broken producer)."""
+    import ctypes
+
+    class Device(ctypes.Structure):
+        _fields_ = [("type", ctypes.c_int32), ("id", ctypes.c_int32)]
+
+    class DType(ctypes.Structure):
+        _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+    class Tensor(ctypes.Structure):
+        _fields_ = [("data", ctypes.c_void_p), ("device", Device), ("ndim", ctypes.c_int32), ("dtype", DType),
+                    ("shape", ctypes.POINTER(ctypes.c_int64)), ("strides", ctypes.POINTER(ctypes.c_int64)),
+                    ("byte_offset", ctypes.c_uint64)]
+
+    class Managed(ctypes.Structure):
+        _fields_ = [("tensor", Tensor), ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p)]
+
+    class Liar:
+        def __init__(self):
+            self.memory = np.zeros(8, np.int64)
+            self.shape, self.strides = (ctypes.c_int64 * 1)(extent), (ctypes.c_int64 * 1)(1)
+            self.managed = Managed(Tensor(self.memory.ctypes.data, Device(1, 0), 1, DType(0, 64, 1), self.shape,
+                                          self.strides, 0), None, None)
+
+        def __dlpack__(self, *args, **kwargs):
+            make = ctypes.pythonapi.PyCapsule_New
+            make.restype, make.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+            return make(ctypes.addressof(self.managed), b"dltensor", None)
+
+        def __dlpack_device__(self):
+            return (1, 0)
+
+    return Liar()
+
+
+@pytest.mark.parametrize("extent", [-1, -5])
+def test_a_producer_claiming_a_negative_extent_is_a_value_error(extent):
+    # Regression: extent -1 sized a Kokkos View as ~0 and Kokkos aborted the process.
+    with pytest.raises(ValueError, match=rf"kvcanary\.plan: req_pool_indices claims extent {extent} in dimension 0"):
+        kc.plan(**good_plan_args(req_pool_indices=lying_producer(extent)))
+    kc.plan(**good_plan_args(req_pool_indices=lying_producer(1)))  # the same producer, truthful: taken
