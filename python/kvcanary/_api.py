@@ -7,6 +7,7 @@ imports only that step's arrays. See docs/python.md.
 
 from __future__ import annotations
 
+import operator
 import sys
 from dataclasses import dataclass, field
 from enum import IntEnum, IntFlag
@@ -254,10 +255,26 @@ class RealKv:
     __slots__ = ("mode", "sources", "_handle")
 
     def __init__(self, *, mode=RealKvMode.NONE, sources: Sequence[RealKvSource] = ()):
-        self.mode = RealKvMode(int(mode))
+        self.mode = RealKvMode(_integer(mode, "RealKv", "mode"))
         self.sources = tuple(sources)
-        self._handle = _core.RealKvHandle(int(mode), [(s.array, int(s.page_size), int(s.bytes_per_token),
-                                                       int(s.read_bytes)) for s in self.sources])
+        self._handle = _core.RealKvHandle(int(self.mode), [(s.array, _integer(s.page_size, "RealKv", "page_size"),
+                                                       _integer(s.bytes_per_token, "RealKv", "bytes_per_token"),
+                                                       _integer(s.read_bytes, "RealKv", "read_bytes"))
+                                                      for s in self.sources])
+
+
+def _integer(value, function: str, name: str, bits: int = 64) -> int:
+    """An int argument as it is: any integer (int, numpy's, a 0-d integer tensor: operator.index), never a
+    float or a string truncated or parsed; outside the C++ parameter's range is a ValueError."""
+    if isinstance(value, bool):
+        raise TypeError(f"kvcanary.{function}: {name} must be an int, got bool")
+    try:
+        number = operator.index(value)
+    except TypeError:
+        raise TypeError(f"kvcanary.{function}: {name} must be an int, got {type(value).__name__}") from None
+    if not -2 ** (bits - 1) <= number < 2 ** (bits - 1):
+        raise ValueError(f"kvcanary.{function}: {name} is {number}, outside int{bits}")
+    return number
 
 
 def _handle(value, cls, function: str, name: str):
@@ -298,8 +315,9 @@ def plan(*, req_pool_indices, prefix_lens, extend_seq_lens, req_to_token, verify
                _handle(write_plan, WritePlan, "plan", "write_plan"),
                _handle(status, PlanStatus, "plan", "status"),
                _handle(workspace, PlanWorkspace, "plan", "workspace"),
-               int(swa_window_size), full_to_swa_index_mapping, req_to_verify_expected_tokens,
-               req_to_verify_expected_tokens_valid_lens, int(kv_token_id_vs_position_offset), req_identities,
+               _integer(swa_window_size, "plan", "swa_window_size", 32), full_to_swa_index_mapping,
+               req_to_verify_expected_tokens, req_to_verify_expected_tokens_valid_lens,
+               _integer(kv_token_id_vs_position_offset, "plan", "kv_token_id_vs_position_offset", 32), req_identities,
                algorithm, backend, stream)
 
 
@@ -389,7 +407,7 @@ def read_report(ring: ViolationRing, *, already_reported: Optional[int] = None, 
     if mode not in ("none", "log", "raise"):
         raise ValueError(f"kvcanary.read_report: mode must be 'none', 'log' or 'raise', got {mode!r}")
     handle = _handle(ring, ViolationRing, "read_report", "ring")
-    first = ring._reported if already_reported is None else int(already_reported)
+    first = ring._reported if already_reported is None else _integer(already_reported, "read_report", "already_reported")
     report = Report(**_core.read_report(handle, first, bool(keep_never_written), stream))
     ring._reported = report.next_row
     if mode == "log":

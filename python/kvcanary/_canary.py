@@ -79,6 +79,8 @@ class CanaryConfig:
 def _int(value, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"kvcanary.Canary: config.{name} must be an int, got {type(value).__name__}")
+    if not -2**63 <= value < 2**63:  # the C++ config's int64; its own range checks come after
+        raise ValueError(f"kvcanary.Canary: config.{name} is {value}, outside int64")
     return value
 
 

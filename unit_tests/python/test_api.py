@@ -620,3 +620,25 @@ def test_a_producer_claiming_a_negative_extent_is_a_value_error(extent):
     with pytest.raises(ValueError, match=rf"kvcanary\.plan: req_pool_indices claims extent {extent} in dimension 0"):
         kc.plan(**good_plan_args(req_pool_indices=lying_producer(extent)))
     kc.plan(**good_plan_args(req_pool_indices=lying_producer(1)))  # the same producer, truthful: taken
+
+
+@pytest.mark.parametrize("call, error, match", [
+    (lambda: kc.plan(**good_plan_args(swa_window_size=2.5)), TypeError, r"kvcanary\.plan: swa_window_size must be an int, got float"),
+    (lambda: kc.plan(**good_plan_args(swa_window_size="3")), TypeError, r"swa_window_size must be an int, got str"),
+    (lambda: kc.plan(**good_plan_args(kv_token_id_vs_position_offset=True)), TypeError, r"kv_token_id_vs_position_offset must be an int, got bool"),
+    (lambda: kc.plan(**good_plan_args(swa_window_size=2**31)), ValueError, r"swa_window_size is 2147483648, outside int32"),
+    (lambda: kc.RealKv(sources=[kc.RealKvSource(np.zeros((4, 16), np.uint8), page_size=1.0)]), TypeError,
+     r"kvcanary\.RealKv: page_size must be an int, got float"),
+    (lambda: kc.RealKv(sources=[kc.RealKvSource(np.zeros((4, 16), np.uint8), read_bytes=2**64)]), ValueError,
+     r"kvcanary\.RealKv: read_bytes is 18446744073709551616, outside int64"),
+    (lambda: kc.read_report(kc.ViolationRing.allocate(4), already_reported=0.0), TypeError,
+     r"kvcanary\.read_report: already_reported must be an int, got float"),
+])
+def test_int_arguments_are_taken_as_they_are_never_truncated_or_parsed(call, error, match):
+    with pytest.raises(error, match=match):
+        call()
+
+
+def test_numpy_integers_are_ints():
+    kc.plan(**good_plan_args(swa_window_size=np.int64(0), kv_token_id_vs_position_offset=np.int32(1)))
+    kc.RealKv(sources=[kc.RealKvSource(np.zeros((4, 16), np.uint8), page_size=np.int64(1))])
