@@ -7,6 +7,10 @@
 #include <algorithm>
 #include <limits>
 
+#if defined(__unix__) || defined(__APPLE__)
+#include <unistd.h>
+#endif
+
 namespace kvcanary {
 
 namespace {
@@ -84,6 +88,34 @@ void validate_config(const CanaryConfig& config) {
   if (config.swa_divergence_every_n_steps > 0 && !config.swa_group)
     Impl::throw_invalid_in(kWhere, "swa_divergence_every_n_steps is ", config.swa_divergence_every_n_steps,
                            " but swa_group is off");
+}
+
+Footprint group_footprint(const CanaryConfig& config, const Capacities& capacities, std::int64_t slots,
+                          bool owns_records) {
+  constexpr std::int64_t word = 8;
+  const std::int64_t identity = config.request_identities ? 1 : 0;
+  Footprint f;
+  f.records = owns_records ? 2 * slots * kRecordBytes : 0;  // K and V
+  f.plans = capacities.verify_capacity * (4 + identity) * word +
+            (capacities.write_req_capacity * (2 + identity) + 1) * word +
+            (capacities.sweep_req_capacity * (2 + identity) + 1) * word;
+  f.rings = 2 * config.ring_capacity * kRingFields * word;  // device rows and their host copy
+  f.other = (capacities.write_req_capacity + capacities.sweep_req_capacity + 2) * word;  // the workspaces
+  return f;
+}
+
+void require_host_memory(const Footprint& footprint) {
+#if defined(_SC_PHYS_PAGES) && defined(_SC_PAGESIZE)
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return;
+  const std::int64_t machine = static_cast<std::int64_t>(pages) * static_cast<std::int64_t>(page);
+  if (footprint.total() > machine)
+    Impl::throw_invalid_in(kWhere, "its buffers need ", footprint.total(), " bytes of host memory (canary records ",
+                           footprint.records, ", plans ", footprint.plans, ", ring rows ", footprint.rings, ", other ",
+                           footprint.other, "), this machine has ", machine);
+#else
+  (void)footprint;
+#endif
 }
 
 }  // namespace kvcanary

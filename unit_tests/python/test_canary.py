@@ -300,6 +300,7 @@ def test_a_step_that_ran_fewer_forwards_than_told_is_canary_not_running():
     (dict(dimensions=kc.EngineDimensions(pool_slots=POOL, max_running_requests=REQS, max_context_len=-1)),
      ValueError, r"max_context_len"),
     (dict(ring_capacity=-1), ValueError, r"ring_capacity"),
+    (dict(ring_capacity=2**40), ValueError, r"its buffers need \d+ bytes of host memory .*this machine has \d+"),
     (dict(ring_capacity=2**64), ValueError, r"config\.ring_capacity is 18446744073709551616, outside int64"),
     (dict(sweep_interval=-2**63 - 1), ValueError, r"config\.sweep_interval is -9223372036854775809, outside int64"),
     (dict(dimensions=kc.EngineDimensions(pool_slots=2**70, max_running_requests=REQS, max_context_len=CTX)),

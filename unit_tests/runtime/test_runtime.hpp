@@ -77,6 +77,27 @@ TEST_F(Runtime, BadConfigsThrowBeforeAllocating) {
   EXPECT_THROW(Harness(shape, config), std::invalid_argument);
 }
 
+TEST_F(Runtime, AConfigTooLargeForTheHostThrowsInsteadOfAllocating) {
+  auto config = quiet();
+  config.ring_capacity = std::int64_t(1) << 40;  // within the config's bounds: 2^47 bytes of ring rows
+  if (std::is_same<Space::memory_space, Kokkos::HostSpace>::value) {
+    try {
+      Harness h(EngineShape{}, config);
+      ADD_FAILURE() << "a Canary needing 2^47 bytes of host memory was built";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("bytes of host memory (canary records"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("ring rows 140737488355328"), std::string::npos) << e.what();
+    }
+  } else {
+    EXPECT_ANY_THROW(Harness(EngineShape{}, config));  // the device allocation fails (an exception from Kokkos)
+  }
+  const auto small = kvcanary::group_footprint(quiet(), kvcanary::Capacities{30, 4, 4}, 10, true);
+  EXPECT_EQ(small.records, 2 * 10 * 32);
+  EXPECT_EQ(small.plans, 30 * 4 * 8 + (4 * 2 + 1) * 8 * 2);
+  EXPECT_EQ(small.rings, 2 * (1 << 14) * 8 * 8);
+  EXPECT_EQ(kvcanary::group_footprint(quiet(), kvcanary::Capacities{30, 4, 4}, 10, false).records, 0);
+}
+
 TEST_F(Runtime, HeadPassesMatchTheReference) {
   Harness h(EngineShape{}, quiet());
   run_and_compare(h, 60, 0, 7);

@@ -59,6 +59,7 @@ class Canary {
     validate_config(config_);
     capacities_ = derive_capacities(config_);
     check_tables();
+    check_host_footprint();
     allocate();
   }
 
@@ -299,6 +300,24 @@ class Canary {
 
   static std::string label(const char* group, const char* what) {
     return std::string("kvcanary::Canary::") + group + "::" + what;
+  }
+
+  // Host memory only: a device allocation that does not fit fails cleanly (an exception from Kokkos).
+  void check_host_footprint() const {
+    if (!std::is_same<Memory, Kokkos::HostSpace>::value) return;
+    Footprint all;
+    all.other = (3 * Block::kSize + capacities_.sweep_req_capacity) * 8;  // counters, staging, host copy, sweep zeros
+    for (int gi = 0; gi < kGroupKinds; ++gi) {
+      const auto kind = static_cast<GroupKind>(gi);
+      if (!enabled(kind)) continue;
+      const GroupViews<Memory>& views = group_views(kind);
+      const Footprint g = group_footprint(config_, capacities_, group_slots(kind), !views.k || !views.v);
+      all.records += g.records;
+      all.plans += g.plans;
+      all.rings += g.rings;
+      all.other += g.other;
+    }
+    require_host_memory(all);
   }
 
   void allocate() {

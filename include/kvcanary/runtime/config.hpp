@@ -99,6 +99,20 @@ Capacities derive_capacities(const CanaryConfig& config);
 // Host checks of a whole config (all but the Views): throws std::invalid_argument naming the field.
 void validate_config(const CanaryConfig& config);
 
+// The bytes a Canary allocates for one group (its canary records when it owns them, plans, workspaces,
+// ring rows on the device and on the host) and once (counters, sweep zeros); every extent is <= 2^40, so
+// no sum overflows.
+struct Footprint {
+  std::int64_t records = 0, plans = 0, rings = 0, other = 0;
+  std::int64_t total() const { return records + plans + rings + other; }
+};
+Footprint group_footprint(const CanaryConfig& config, const Capacities& capacities, std::int64_t slots,
+                          bool owns_records);
+
+// A size typo (pool_slots 10^12) must be an error, not a process the OOM killer ends: throws
+// std::invalid_argument when `footprint` exceeds this machine's physical memory (POSIX; elsewhere no check).
+void require_host_memory(const Footprint& footprint);
+
 }  // namespace kvcanary
 
 #endif
