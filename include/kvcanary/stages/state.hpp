@@ -36,9 +36,9 @@ template <class MemorySpace>
 struct StateInputs {
   using memory_space = MemorySpace;
   template <class T>
-  using Vector = Kokkos::View<const T*, Kokkos::LayoutRight, MemorySpace>;
+  using Vector = typename PlanInputs<MemorySpace>::template Vector<T>;  // the plan's input types
   template <class T>
-  using Matrix = Kokkos::View<const T**, Kokkos::LayoutStride, MemorySpace>;
+  using Matrix = typename PlanInputs<MemorySpace>::template Matrix<T>;
 
   Vector<std::int64_t> state_slots;       // [n] canary slot of the state record (kv_slots + j); < 0: padding
   Vector<std::int64_t> req_pool_indices;  // [n] pool row of the request

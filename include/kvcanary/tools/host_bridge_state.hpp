@@ -33,15 +33,20 @@ void state_plan_host_data(const ExecutionSpace& space, const reference::StateInp
 
   const StatePlan<MemorySpace> plan =
       allocate_state_plan(space, static_cast<std::int64_t>(capacity), host.verify_identities.has_value());
-  copy_into(space, plan.check.verify_slot_indices, host.verify_slot_indices);
-  copy_into(space, plan.check.verify_expected_tokens, host.verify_expected_tokens);
-  copy_into(space, plan.check.verify_expected_positions, host.verify_expected_positions);
-  copy_into(space, plan.check.verify_prev_slot_indices, host.verify_prev_slot_indices);
-  copy_into(space, plan.stamp.write_offsets, host.write_offsets);
-  if (host.verify_identities) copy_into(space, *plan.check.verify_identities, *host.verify_identities);
-  Impl::copy_scalar_into(space, plan.check.verify_num_valid, host.verify_num_valid);
-  Impl::copy_scalar_into(space, plan.check.enable, host.enable);
-  Impl::copy_scalar_into(space, plan.stamp.write_num_valid_reqs, host.write_num_valid_reqs);
+  // Every array and count of the plan with its host copy; `arrays` and `counts` are called once per pair.
+  const auto each = [&](const auto& arrays, const auto& counts) {
+    arrays(plan.check.verify_slot_indices, host.verify_slot_indices);
+    arrays(plan.check.verify_expected_tokens, host.verify_expected_tokens);
+    arrays(plan.check.verify_expected_positions, host.verify_expected_positions);
+    arrays(plan.check.verify_prev_slot_indices, host.verify_prev_slot_indices);
+    arrays(plan.stamp.write_offsets, host.write_offsets);
+    if (host.verify_identities) arrays(*plan.check.verify_identities, *host.verify_identities);
+    counts(plan.check.verify_num_valid, host.verify_num_valid);
+    counts(plan.check.enable, host.enable);
+    counts(plan.stamp.write_num_valid_reqs, host.write_num_valid_reqs);
+  };
+  each([&](const auto& device, const auto& values) { copy_into(space, device, values); },
+       [&](const auto& device, const auto value) { Impl::copy_scalar_into(space, device, value); });
 
   StateInputs<MemorySpace> inputs;
   inputs.state_slots = upload<std::int64_t, MemorySpace>(space, "kvcanary::state_slots", in.state_slots);
@@ -57,15 +62,8 @@ void state_plan_host_data(const ExecutionSpace& space, const reference::StateInp
 
   state_plan(space, inputs, plan, device_ring, StatePlanOptions{kernel_kind});
 
-  copy_out(space, plan.check.verify_slot_indices, host.verify_slot_indices);
-  copy_out(space, plan.check.verify_expected_tokens, host.verify_expected_tokens);
-  copy_out(space, plan.check.verify_expected_positions, host.verify_expected_positions);
-  copy_out(space, plan.check.verify_prev_slot_indices, host.verify_prev_slot_indices);
-  copy_out(space, plan.stamp.write_offsets, host.write_offsets);
-  if (host.verify_identities) copy_out(space, *plan.check.verify_identities, *host.verify_identities);
-  Impl::copy_scalar_out(space, plan.check.verify_num_valid, host.verify_num_valid);
-  Impl::copy_scalar_out(space, plan.check.enable, host.enable);
-  Impl::copy_scalar_out(space, plan.stamp.write_num_valid_reqs, host.write_num_valid_reqs);
+  each([&](const auto& device, auto& values) { copy_out(space, device, values); },
+       [&](const auto& device, auto& value) { Impl::copy_scalar_out(space, device, value); });
   ring = download_violation_ring(space, device_ring);  // fences
   host.write_seed_slot_indices = host.verify_prev_slot_indices;
   if (host.verify_identities) host.write_identities = host.verify_identities;
