@@ -57,8 +57,8 @@ void check_state_call(const StateInputs& in, const StatePlan& state) {
   if (plan.verify_identities && (!sized(*plan.verify_identities) || !sized(*plan.write_identities)))
     Impl::throw_invalid_in(kFunction, "the plan's identity arrays must have the capacity's extent");
   if (!Impl::holds(in.req_to_token.size(), in.max_reqs, in.max_seq_len))
-    Impl::throw_invalid_in(kFunction, "req_to_token holds ", in.req_to_token.size(), " values, not ", in.max_reqs, " x ",
-                           in.max_seq_len);
+    Impl::throw_invalid_in(kFunction, "req_to_token holds ", in.req_to_token.size(), " values, not ", in.max_reqs,
+                           " x ", in.max_seq_len);
   if (in.token_pool && !Impl::holds(in.token_pool->size(), in.pool_rows, in.pool_cols))
     Impl::throw_invalid_in(kFunction, "token_pool holds ", in.token_pool->size(), " values, not ", in.pool_rows, " x ",
                            in.pool_cols);

@@ -89,7 +89,8 @@ class StateRecords : public ::testing::Test {
     const StateInputs in = inputs({}, {}, {});
     Outputs plan = kvcanary::reference::make_outputs(0, 1, 0);
     plan.write_offsets = {0, last - first};
-    plan.write_seed_slot_indices = {first == 0 ? -1 : in.req_to_token[static_cast<std::size_t>(row * kMaxSeqLen + first - 1)]};
+    plan.write_seed_slot_indices = {
+        first == 0 ? -1 : in.req_to_token[static_cast<std::size_t>(row * kMaxSeqLen + first - 1)]};
     plan.write_num_valid_reqs = 1;
     if (identity) plan.write_identities = Int64s{*identity};
     Tokens t;
@@ -114,7 +115,7 @@ TEST_F(StateRecords, TheStampIsTheChainsRecordAtThePositionWithoutAFingerprint) 
   const Buffer with_pool = stamp(inputs({9}, {1}, {4}), kv);
   EXPECT_EQ(with_pool[9], (Record{505, 4, kv[5].prev_hash, 0}));
   EXPECT_EQ(check(inputs({9}, {1}, {4}), with_pool).count, 0);  // resume at L = 5
-  const Ring early = check(inputs({9}, {1}, {3}), with_pool);     // resume at L = 4
+  const Ring early = check(inputs({9}, {1}, {3}), with_pool);   // resume at L = 4
   ASSERT_EQ(early.count, 1);
   EXPECT_EQ(early.rows[0], (RingRow{0, 9, 4, 505, 404, kv[5].prev_hash, kvcanary::reference::slot_hash(kv, 3), 35}));
 }
@@ -177,7 +178,7 @@ TEST_F(StateRecords, AResumeAtAnotherBoundaryThanTheStatesFailsWithBit2) {  // K
 
 TEST_F(StateRecords, APaddingDummyAliasingAParkedRequestsStateIsCaughtWhenTheStampFollowsTheMapping) {  // row 43
   Buffer buffer = stamp(inputs({9}, {1}, {4}), a_through_4());  // A parks with its state through 4
-  buffer = write_kv(2, 3, 5, buffer);                              // B's step: positions 3-4
+  buffer = write_kv(2, 3, 5, buffer);                           // B's step: positions 3-4
   // The padded batch: B (state slot 10) and a dummy (pool row 0, position 0) whose stale index is A's slot.
   const Buffer aliased = stamp(inputs({10, 9}, {2, 0}, {4, 0}), buffer);
   const Ring caught = check(inputs({9}, {1}, {4}), aliased);  // A resumes at L = 5
@@ -203,7 +204,9 @@ TEST_F(StateRecords, AStateOfAnotherIdentityOverTheSameTokensFailsWithBit1Only) 
 
 TEST_F(StateRecords, RandomTriplesGiveTheReferencesEntriesRowsAndCounters) {
   std::mt19937_64 rng{20261204};
-  const auto uniform = [&](std::int64_t lo, std::int64_t hi) { return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng); };
+  const auto uniform = [&](std::int64_t lo, std::int64_t hi) {
+    return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng);
+  };
   for (int round = 0; round < 60; ++round) {
     const auto n = static_cast<std::size_t>(uniform(0, 6));
     Int64s slots(n), rows(n), positions(n), identities(n);
@@ -237,8 +240,10 @@ TEST_F(StateRecords, TheDevicePlanStampsAndChecksThroughSharedArrays) {
   in.req_pool_indices = kvcanary::Impl::upload<std::int64_t, MemorySpace>(space, "rows", host_in.req_pool_indices);
   const auto positions = kvcanary::Impl::upload<std::int64_t, MemorySpace>(space, "positions", host_in.positions);
   in.positions = positions;
-  in.req_to_token = kvcanary::Impl::upload<std::int32_t, MemorySpace>(space, "r2t", host_in.req_to_token, kMaxReqs, kMaxSeqLen);
-  in.token_pool = kvcanary::Impl::upload<std::int32_t, MemorySpace>(space, "pool", *host_in.token_pool, kMaxReqs, kMaxSeqLen);
+  in.req_to_token =
+      kvcanary::Impl::upload<std::int32_t, MemorySpace>(space, "r2t", host_in.req_to_token, kMaxReqs, kMaxSeqLen);
+  in.token_pool =
+      kvcanary::Impl::upload<std::int32_t, MemorySpace>(space, "pool", *host_in.token_pool, kMaxReqs, kMaxSeqLen);
   kvcanary::state_plan(space, in, plan, ring);
   kvcanary::write(space, plan.stamp, plan.tokens, buffer, ring);
   kvcanary::verify(space, plan.check, buffer, ring);
@@ -282,6 +287,15 @@ TEST_F(StateRecords, HostErrorsNameTheArgument) {
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("identities"), std::string::npos) << e.what();
   }
+  in.identities.reset();
+  auto copied = wide;  // a stamp with arrays of its own would not stamp what the builder wrote
+  copied.stamp.write_seed_slot_indices = decltype(copied.stamp.write_seed_slot_indices)("seeds", 2);
+  try {
+    kvcanary::state_plan(space, in, copied, ring);
+    ADD_FAILURE() << "a stamp that does not share the check's arrays";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("allocate_state_plan"), std::string::npos) << e.what();
+  }
   EXPECT_THROW(kvcanary::allocate_state_plan(space, std::int64_t{1} << 31), std::invalid_argument);
   const auto buffer = kvcanary::allocate_canary_buffer(space, 12);
   EXPECT_THROW(kvcanary::leading_slots(buffer, 13), std::invalid_argument);
@@ -289,8 +303,9 @@ TEST_F(StateRecords, HostErrorsNameTheArgument) {
   EXPECT_EQ(kvcanary::leading_slots(buffer, 8).records.data(), buffer.records.data());
   Ring host_ring = empty_ring(4);
   StatePlan host_plan = kvcanary::reference::make_state_plan(1, 0);
-  EXPECT_THROW(kvcanary::reference::state_plan(inputs({9, 10}, {1, 1}, {1, 1}), host_plan, KernelKind::HEAD_K_FULL, host_ring),
-               std::invalid_argument);
+  EXPECT_THROW(
+      kvcanary::reference::state_plan(inputs({9, 10}, {1, 1}, {1, 1}), host_plan, KernelKind::HEAD_K_FULL, host_ring),
+      std::invalid_argument);
 }
 
 }  // namespace kvcanary_test

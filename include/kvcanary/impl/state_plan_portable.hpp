@@ -6,9 +6,9 @@
 // OUT_OF_RANGE row; item n writes the counts, enable, the last offset and the run counters. Rows and stores
 // happen in the final pass only (a backend may run the scan's body twice).
 
-#include <kvcanary/stages/canary_types.hpp>
 #include <kvcanary/impl/backend.hpp>
 #include <kvcanary/impl/canary_device.hpp>
+#include <kvcanary/stages/canary_types.hpp>
 
 #include <cstdint>
 
@@ -26,7 +26,7 @@ struct StatePlanFunctor {
   using Count = Kokkos::View<std::int32_t, MemorySpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
 
   In<std::int64_t> state_slots, req_pool_indices, positions, identities;  // identities: null when absent
-  InMatrix<std::int32_t> req_to_token, token_pool;                         // token_pool: null when absent
+  InMatrix<std::int32_t> req_to_token, token_pool;                        // token_pool: null when absent
   Out slots, tokens, entry_positions, prevs, entry_identities, offsets;
   Count verify_num_valid, enable, write_num_valid_reqs;
   DeviceRing<MemorySpace> ring;

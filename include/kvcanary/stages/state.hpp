@@ -19,9 +19,9 @@
 // * Asynchronous on `space`, with no allocation, no host-device copy and no fence (capturable in a CUDA
 //   graph). Host-side errors throw std::invalid_argument before any launch.
 
+#include <kvcanary/impl/state_plan_portable.hpp>
 #include <kvcanary/stages/canary_types.hpp>
 #include <kvcanary/stages/canary_validate.hpp>
-#include <kvcanary/impl/state_plan_portable.hpp>
 #include <kvcanary/stages/plan_types.hpp>
 
 #include <cstdint>
@@ -65,7 +65,8 @@ template <class ExecutionSpace, class MemorySpace = typename ExecutionSpace::mem
 StatePlan<MemorySpace> allocate_state_plan(const ExecutionSpace& space, std::int64_t capacity,
                                            bool with_identities = false) {
   if (capacity > std::numeric_limits<std::int32_t>::max())
-    Impl::throw_invalid_in("allocate_state_plan", "capacity is ", capacity, ", must be <= 2^31 - 1 (the counts are int32)");
+    Impl::throw_invalid_in("allocate_state_plan", "capacity is ", capacity,
+                           ", must be <= 2^31 - 1 (the counts are int32)");
   StatePlan<MemorySpace> plan;
   plan.check = allocate_verify_plan<ExecutionSpace, MemorySpace>(space, capacity, with_identities);
   WritePlan<MemorySpace>& stamp = plan.stamp;
@@ -78,7 +79,8 @@ StatePlan<MemorySpace> allocate_state_plan(const ExecutionSpace& space, std::int
   plan.tokens.input_ids = plan.check.verify_expected_tokens;
   plan.tokens.positions = plan.check.verify_expected_positions;
   plan.tokens.out_cache_loc = plan.check.verify_slot_indices;
-  Kokkos::View<std::int32_t, MemorySpace> assert_on(Kokkos::view_alloc(space, "kvcanary::state::chain_position_assert"));
+  Kokkos::View<std::int32_t, MemorySpace> assert_on(
+      Kokkos::view_alloc(space, "kvcanary::state::chain_position_assert"));
   Kokkos::deep_copy(space, assert_on, 1);
   plan.tokens.chain_position_assert = assert_on;
   return plan;
@@ -116,15 +118,26 @@ void state_plan(const ExecutionSpace& space, const StateInputs<MemorySpace>& inp
   if (n > capacity) Impl::throw_invalid_in(kWhere, "got ", n, " entries, the plan's capacity is ", capacity);
   if (capacity > std::numeric_limits<std::int32_t>::max())
     Impl::throw_invalid_in(kWhere, "the plan's capacity is ", capacity, ", must be <= 2^31 - 1");
-  if (extent_of(plan.check.verify_expected_tokens) != capacity || extent_of(plan.check.verify_expected_positions) != capacity ||
+  if (extent_of(plan.check.verify_expected_tokens) != capacity ||
+      extent_of(plan.check.verify_expected_positions) != capacity ||
       extent_of(plan.check.verify_prev_slot_indices) != capacity || extent_of(plan.stamp.write_offsets) != capacity + 1)
     Impl::throw_invalid_in(kWhere, "the plan's arrays must have the capacity's extent (write_offsets one more)");
+  const auto& check = plan.check;
+  const auto& stamp_ids = plan.stamp.write_identities;
+  const bool identities_shared = check.verify_identities.has_value() == stamp_ids.has_value() &&
+                                 (!stamp_ids || check.verify_identities->data() == stamp_ids->data());
+  if (plan.stamp.write_seed_slot_indices.data() != check.verify_prev_slot_indices.data() ||
+      plan.tokens.input_ids.data() != check.verify_expected_tokens.data() ||
+      plan.tokens.positions.data() != check.verify_expected_positions.data() ||
+      plan.tokens.out_cache_loc.data() != check.verify_slot_indices.data() || !identities_shared)
+    Impl::throw_invalid_in(kWhere, "the plan's stamp does not share the check's arrays (use allocate_state_plan)");
   if (plan.check.verify_num_valid.data() == nullptr || plan.check.enable.data() == nullptr ||
       plan.stamp.write_num_valid_reqs.data() == nullptr)
     Impl::throw_invalid_in(kWhere, "the plan's counts are not allocated (use allocate_state_plan)");
   if (inputs.identities.has_value() != plan.check.verify_identities.has_value())
-    Impl::throw_invalid_in(kWhere, "identities are ", inputs.identities ? "given" : "absent", " but the plan was allocated ",
-                           plan.check.verify_identities ? "with" : "without", " identity arrays");
+    Impl::throw_invalid_in(kWhere, "identities are ", inputs.identities ? "given" : "absent",
+                           " but the plan was allocated ", plan.check.verify_identities ? "with" : "without",
+                           " identity arrays");
   if (inputs.identities && extent_of(*inputs.identities) != n)
     Impl::throw_invalid_in(kWhere, "identities has ", extent_of(*inputs.identities), " entries, must be ", n);
   if (plan.check.verify_identities && extent_of(*plan.check.verify_identities) != capacity)

@@ -7,6 +7,7 @@
 #include <kvcanary/tools/host_bridge_canary.hpp>
 #include <kvcanary/tools/reference_state.hpp>
 
+#include <utility>
 #include <vector>
 
 namespace kvcanary {
@@ -24,12 +25,14 @@ void state_plan_host_data(const ExecutionSpace& space, const reference::StateInp
   constexpr const char* kWhere = "state_plan_host_data";
   reference::Outputs& host = state.plan;
   const std::size_t capacity = host.verify_slot_indices.size();
-  Impl::check_same_extent(kWhere, "verify_expected_tokens", host.verify_expected_tokens.size(), "verify_slot_indices", capacity);
-  Impl::check_same_extent(kWhere, "verify_expected_positions", host.verify_expected_positions.size(), "verify_slot_indices", capacity);
-  Impl::check_same_extent(kWhere, "verify_prev_slot_indices", host.verify_prev_slot_indices.size(), "verify_slot_indices", capacity);
+  const std::pair<const char*, const std::vector<std::int64_t>*> sized[] = {
+      {"verify_expected_tokens", &host.verify_expected_tokens},
+      {"verify_expected_positions", &host.verify_expected_positions},
+      {"verify_prev_slot_indices", &host.verify_prev_slot_indices},
+      {"verify_identities", host.verify_identities ? &*host.verify_identities : &host.verify_slot_indices}};
+  for (const auto& [name, values] : sized)
+    Impl::check_same_extent(kWhere, name, values->size(), "verify_slot_indices", capacity);
   Impl::check_same_extent(kWhere, "write_offsets", host.write_offsets.size(), "verify_slot_indices + 1", capacity + 1);
-  if (host.verify_identities)
-    Impl::check_same_extent(kWhere, "verify_identities", host.verify_identities->size(), "verify_slot_indices", capacity);
 
   const StatePlan<MemorySpace> plan =
       allocate_state_plan(space, static_cast<std::int64_t>(capacity), host.verify_identities.has_value());
@@ -57,7 +60,8 @@ void state_plan_host_data(const ExecutionSpace& space, const reference::StateInp
   if (in.token_pool)
     inputs.token_pool =
         upload<std::int32_t, MemorySpace>(space, "kvcanary::token_pool", *in.token_pool, in.pool_rows, in.pool_cols);
-  if (in.identities) inputs.identities = upload<std::int64_t, MemorySpace>(space, "kvcanary::identities", *in.identities);
+  if (in.identities)
+    inputs.identities = upload<std::int64_t, MemorySpace>(space, "kvcanary::identities", *in.identities);
   const ViolationRing<MemorySpace> device_ring = upload_violation_ring(space, ring);
 
   state_plan(space, inputs, plan, device_ring, StatePlanOptions{kernel_kind});
