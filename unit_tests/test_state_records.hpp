@@ -297,6 +297,7 @@ TEST_F(StateRecords, HostErrorsNameTheArgument) {
     EXPECT_NE(std::string(e.what()).find("allocate_state_plan"), std::string::npos) << e.what();
   }
   EXPECT_THROW(kvcanary::allocate_state_plan(space, std::int64_t{1} << 31), std::invalid_argument);
+  EXPECT_THROW(kvcanary::allocate_state_plan(space, -1), std::invalid_argument);
   const auto buffer = kvcanary::allocate_canary_buffer(space, 12);
   EXPECT_THROW(kvcanary::leading_slots(buffer, 13), std::invalid_argument);
   EXPECT_EQ(kvcanary::leading_slots(buffer, 8).num_slots(), 8);

@@ -64,9 +64,9 @@ struct StatePlan {
 template <class ExecutionSpace, class MemorySpace = typename ExecutionSpace::memory_space>
 StatePlan<MemorySpace> allocate_state_plan(const ExecutionSpace& space, std::int64_t capacity,
                                            bool with_identities = false) {
-  if (capacity > std::numeric_limits<std::int32_t>::max())
+  if (capacity < 0 || capacity > std::numeric_limits<std::int32_t>::max())
     Impl::throw_invalid_in("allocate_state_plan", "capacity is ", capacity,
-                           ", must be <= 2^31 - 1 (the counts are int32)");
+                           ", must be in [0, 2^31 - 1] (the counts are int32)");
   StatePlan<MemorySpace> plan;
   plan.check = allocate_verify_plan<ExecutionSpace, MemorySpace>(space, capacity, with_identities);
   WritePlan<MemorySpace>& stamp = plan.stamp;
