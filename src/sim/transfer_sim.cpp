@@ -5,11 +5,13 @@
 
 #include "transfer_sim.hpp"
 
+#include "backend_by_name.hpp"
+#include "fault_list.hpp"
+
 #include <kvcanary/impl/hash.hpp>
 
 #include <algorithm>
 #include <array>
-#include <cctype>
 #include <iomanip>
 #include <random>
 #include <sstream>
@@ -515,26 +517,7 @@ std::optional<TransferFault> transfer_fault_from_name(std::string_view name) {
 }
 
 std::vector<TransferFault> parse_transfer_faults(const std::string& list) {
-  std::vector<TransferFault> faults;
-  if (list == "none") return faults;
-  if (list == "all") {
-    for (int k = 0; k < kTransferFaults; ++k) faults.push_back(static_cast<TransferFault>(k));
-    return faults;
-  }
-  std::size_t begin = 0;
-  while (begin <= list.size()) {
-    const std::size_t end = std::min(list.find(',', begin), list.size());
-    const std::string name = list.substr(begin, end - begin);
-    const auto fault = transfer_fault_from_name(name);
-    if (!fault) {
-      std::string known;
-      for (const char* n : kNames) known += std::string(known.empty() ? "" : ", ") + n;
-      throw std::invalid_argument("kvcanary simulate: unknown transfer fault '" + name + "' (all, none, or of: " + known + ")");
-    }
-    faults.push_back(*fault);
-    begin = end + 1;
-  }
-  return faults;
+  return parse_fault_list<TransferFault>(list, kNames, "transfer fault");
 }
 
 std::int64_t TransferSimReport::missed() const {
@@ -574,21 +557,7 @@ TransferSimReport simulate_transfer(TransferStages& stages, const TransferSimOpt
 }
 
 TransferSimReport simulate_transfer(const TransferSimOptions& options, const std::string& backend) {
-  std::string name = backend;
-  if (name == "default") {
-    name = Kokkos::DefaultExecutionSpace::name();
-    for (auto& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  }
-#ifdef KOKKOS_ENABLE_SERIAL
-  if (name == "serial") return simulate_transfer(Kokkos::Serial{}, options);
-#endif
-#ifdef KOKKOS_ENABLE_OPENMP
-  if (name == "openmp") return simulate_transfer(Kokkos::OpenMP{}, options);
-#endif
-#ifdef KOKKOS_ENABLE_CUDA
-  if (name == "cuda") return simulate_transfer(Kokkos::Cuda{}, options);
-#endif
-  throw std::invalid_argument("kvcanary simulate: backend '" + name + "' is not in this build");
+  return on_backend(backend, [&](const auto& space) { return simulate_transfer(space, options); });
 }
 
 }  // namespace sim
