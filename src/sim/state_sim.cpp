@@ -37,11 +37,17 @@ struct Request {
 class StateModel {
  public:
   StateModel(StateStages& stages, const StateSimOptions& options)
-      : stages_(stages), canary_(stages.canary()), options_(options), rng_(options.seed),
-        max_seq_len_(2 * (options.max_prompt + options.max_output)), max_reqs_(options.max_active + 1),
-        kv_slots_(options.max_active * max_seq_len_ + 1), state_slots_(options.max_active + 2),
+      : stages_(stages),
+        canary_(stages.canary()),
+        options_(options),
+        rng_(options.seed),
+        max_seq_len_(2 * (options.max_prompt + options.max_output)),
+        max_reqs_(options.max_active + 1),
+        kv_slots_(options.max_active * max_seq_len_ + 1),
+        state_slots_(options.max_active + 2),
         buffer_(static_cast<std::size_t>(kv_slots_ + state_slots_)),
-        refs_(static_cast<std::size_t>(kv_slots_), 0), state_owner_(static_cast<std::size_t>(state_slots_), -1),
+        refs_(static_cast<std::size_t>(kv_slots_), 0),
+        state_owner_(static_cast<std::size_t>(state_slots_), -1),
         state_used_(static_cast<std::size_t>(state_slots_), false) {
     report_.backend = canary_.name();
     report_.options = options;
@@ -49,9 +55,9 @@ class StateModel {
     report_.state_slots = state_slots_;
     r2t_.assign(static_cast<std::size_t>(max_reqs_ * max_seq_len_), 0);
     pool_.assign(r2t_.size(), 0);
-    for (std::int64_t s = kv_slots_ - 1; s >= 1; --s) free_kv_.push_back(s);  // slot 0: the padding slot
+    for (std::int64_t s = kv_slots_ - 1; s >= 1; --s) free_kv_.push_back(s);         // slot 0: the padding slot
     for (std::int64_t j = state_slots_ - 1; j >= 1; --j) free_states_.push_back(j);  // 0: the dummies' state
-    for (std::int64_t r = max_reqs_ - 1; r >= 1; --r) free_rows_.push_back(r);  // row 0: the dummies' row
+    for (std::int64_t r = max_reqs_ - 1; r >= 1; --r) free_rows_.push_back(r);       // row 0: the dummies' row
     for (const StateFault f : options.faults)
       for (std::int64_t k = 0; k < options.faults_per_class; ++k)
         due_.push_back({uniform(10, std::max<std::int64_t>(10, options.steps - 10)), f});
@@ -83,14 +89,17 @@ class StateModel {
   }
   bool percent(std::int64_t p) { return uniform(0, 99) < p; }
   std::int64_t canary_slot(const Request& q) const { return kv_slots_ + q.state; }
-  std::int32_t& r2t(std::int64_t row, std::int64_t pos) { return r2t_[static_cast<std::size_t>(row * max_seq_len_ + pos)]; }
+  std::int32_t& r2t(std::int64_t row, std::int64_t pos) {
+    return r2t_[static_cast<std::size_t>(row * max_seq_len_ + pos)];
+  }
 
   // A due fault of class `f` (its step reached), taken by the event that can host it.
   bool due(StateFault f) const {
     return std::any_of(due_.begin(), due_.end(), [&](const auto& d) { return d.second == f && d.first <= step_; });
   }
   void take(StateFault f) {
-    due_.erase(std::find_if(due_.begin(), due_.end(), [&](const auto& d) { return d.second == f && d.first <= step_; }));
+    due_.erase(
+        std::find_if(due_.begin(), due_.end(), [&](const auto& d) { return d.second == f && d.first <= step_; }));
   }
   void record_fault(StateFault f, const Request& victim, std::int64_t readable, std::string variant) {
     StateFaultRecord r;
@@ -145,7 +154,8 @@ class StateModel {
         draw(q, 0, uniform(2, options_.max_prompt));
       state_used_[static_cast<std::size_t>(q.state)] = true;
       for (std::int64_t p = 0; p < static_cast<std::int64_t>(q.tokens.size()); ++p)
-        pool_[static_cast<std::size_t>(q.row * max_seq_len_ + p)] = static_cast<std::int32_t>(q.tokens[static_cast<std::size_t>(p)]);
+        pool_[static_cast<std::size_t>(q.row * max_seq_len_ + p)] =
+            static_cast<std::int32_t>(q.tokens[static_cast<std::size_t>(p)]);
       live_.push_back(std::move(q));
     }
   }
@@ -235,7 +245,8 @@ class StateModel {
       rows.push_back(q->row);
       positions.push_back(q->has_state ? q->length - 1 : -1);  // -1: no state yet, no entry
     }
-    for (std::int64_t i = static_cast<std::int64_t>(batch.size()); i < padded(static_cast<std::int64_t>(batch.size())); ++i) {
+    for (std::int64_t i = static_cast<std::int64_t>(batch.size()); i < padded(static_cast<std::int64_t>(batch.size()));
+         ++i) {
       slots.push_back(kv_slots_);  // the dummies resume from nothing
       rows.push_back(0);
       positions.push_back(-1);
@@ -322,7 +333,8 @@ class StateModel {
       positions.push_back(q->length - 1);
       q->has_state = true;
     }
-    const std::int64_t dummies = padded(static_cast<std::int64_t>(batch.size())) - static_cast<std::int64_t>(batch.size());
+    const std::int64_t dummies =
+        padded(static_cast<std::int64_t>(batch.size())) - static_cast<std::int64_t>(batch.size());
     for (std::int64_t i = 0; i < dummies; ++i) {
       slots.push_back(kv_slots_);
       rows.push_back(0);
@@ -399,8 +411,8 @@ class StateModel {
   StateSimOptions options_;
   std::mt19937_64 rng_;
   std::int64_t max_seq_len_, max_reqs_, kv_slots_, state_slots_;
-  ref::CanaryBuffer buffer_;  // kv_slots_ KV records, then the state records (SPEC-CANARY §13.1)
-  ref::RealKv kv_;            // NONE: a state record has no fingerprint (§13.5)
+  ref::CanaryBuffer buffer_;              // kv_slots_ KV records, then the state records (SPEC-CANARY §13.1)
+  ref::RealKv kv_;                        // NONE: a state record has no fingerprint (§13.5)
   std::vector<std::int32_t> r2t_, pool_;  // req_to_token and the token pool, [max_reqs, max_seq_len]
   Int64s refs_, free_kv_, free_states_, free_rows_, state_owner_;
   std::vector<bool> state_used_;
@@ -458,9 +470,11 @@ std::string format_state_table(const StateSimReport& report) {
      << " KV slots + " << report.state_slots << " state slots, " << report.forks << " prefix hits (forks), "
      << report.checks << " state checks, " << report.stamps << " stamps (" << report.dummies << " dummies), "
      << report.requests_finished << " requests finished, " << report.requests_aborted << " aborted\n";
-  os << std::left << std::setw(16) << "class" << std::right << std::setw(9) << "injected" << std::setw(9)
-     << "detected" << std::setw(7) << "missed" << std::setw(8) << "skipped" << "  " << std::left << std::setw(20)
-     << "caught by" << std::right << std::setw(5) << "bits" << std::setw(13) << "max_latency" << "\n";
+  os << std::left << std::setw(16) << "class" << std::right << std::setw(9) << "injected" << std::setw(9) << "detected"
+     << std::setw(7) << "missed" << std::setw(8) << "skipped"
+     << "  " << std::left << std::setw(20) << "caught by" << std::right << std::setw(5) << "bits" << std::setw(13)
+     << "max_latency"
+     << "\n";
   for (int k = 0; k < kStateFaults; ++k) {
     const StateClassSummary& c = report.classes[k];
     os << std::left << std::setw(16) << kNames[k] << std::right << std::setw(9) << c.injected << std::setw(9)
@@ -471,10 +485,11 @@ std::string format_state_table(const StateSimReport& report) {
   for (const StateFaultRecord& f : report.faults) {
     os << "  fault " << f.id << " " << kNames[static_cast<int>(f.fault)] << " (" << f.variant << "): request "
        << f.victim << ", slot " << f.slot << ", readable at step " << f.readable_step;
-    if (f.detected_step < 0) os << ": MISSED\n";
+    if (f.detected_step < 0)
+      os << ": MISSED\n";
     else
-      os << ": caught at step " << f.detected_step << " (latency " << f.latency() << "), bits " << f.reason_bits
-         << ", " << f.rows << (f.rows == 1 ? " row\n" : " rows\n");
+      os << ": caught at step " << f.detected_step << " (latency " << f.latency() << "), bits " << f.reason_bits << ", "
+         << f.rows << (f.rows == 1 ? " row\n" : " rows\n");
   }
   os << "rows " << report.rows << ", false positives " << report.false_positives << "\n";
   for (const std::string& line : report.false_positive_lines) os << "  false positive: " << line << "\n";
@@ -485,7 +500,9 @@ std::string format_state_table(const StateSimReport& report) {
   return os.str();
 }
 
-std::unique_ptr<StateStages> reference_state_stages() { return std::make_unique<ReferenceStateStages>(); }
+std::unique_ptr<StateStages> reference_state_stages() {
+  return std::make_unique<ReferenceStateStages>();
+}
 
 StateSimReport simulate_state(StateStages& stages, const StateSimOptions& options) {
   check_options(options);

@@ -45,15 +45,15 @@ std::vector<StateFault> parse_state_faults(const std::string& list);
 struct StateSimOptions {
   std::int64_t steps = 200;
   std::uint64_t seed = 1;
-  std::vector<StateFault> faults;       // classes to inject (empty: a clean run)
-  std::int64_t faults_per_class = 4;    // at most 64, at seeded steps in [10, steps - 10]
-  std::int64_t max_active = 8;          // live requests (state slots in use) at most
+  std::vector<StateFault> faults;     // classes to inject (empty: a clean run)
+  std::int64_t faults_per_class = 4;  // at most 64, at seeded steps in [10, steps - 10]
+  std::int64_t max_active = 8;        // live requests (state slots in use) at most
   std::int64_t max_prompt = 16, max_output = 16;
-  std::int64_t fork_percent = 50;       // a new request is a prefix hit (a fork of a live request) this often
-  std::int64_t park_percent = 25;       // a live request sits out a step (parked) this often
-  bool free_states = true;              // released state slots go through the free stage (FREED records)
-  bool stamp_skips_dummies = false;     // the stamp leaves the dummies out while the engine's update does not:
-                                        // blind to state_alias (the condition of KV-BUGS row 43)
+  std::int64_t fork_percent = 50;    // a new request is a prefix hit (a fork of a live request) this often
+  std::int64_t park_percent = 25;    // a live request sits out a step (parked) this often
+  bool free_states = true;           // released state slots go through the free stage (FREED records)
+  bool stamp_skips_dummies = false;  // the stamp leaves the dummies out while the engine's update does not:
+                                     // blind to state_alias (the condition of KV-BUGS row 43)
 };
 
 struct StateFaultRecord {
@@ -66,7 +66,7 @@ struct StateFaultRecord {
   std::int64_t detected_step = -1;
   std::int64_t reason_bits = 0;
   std::int64_t rows = 0;
-  std::string variant;             // "freed", "another's state", "past the boundary", "dummy"
+  std::string variant;  // "freed", "another's state", "past the boundary", "dummy"
   std::int64_t latency() const { return detected_step < 0 ? -1 : detected_step - readable_step; }
 };
 

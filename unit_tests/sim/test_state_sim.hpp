@@ -43,10 +43,11 @@ TEST(StateSlots, EveryStateFaultIsDetectedWithNoFalsePositive) {
       EXPECT_GT(report.dummies, 20);
       for (const auto& f : report.faults) {
         EXPECT_GE(f.latency(), 0);
-        EXPECT_EQ(f.rows, 1);  // one entry per request: one row
-        switch (f.fault) {      // SPEC-CANARY §13.4, with the token pool
+        EXPECT_EQ(f.rows, 1);      // one entry per request: one row
+        switch (f.fault) {         // SPEC-CANARY §13.4, with the token pool
           case StateFault::Stale:  // a freed slot (128), or the last owner's state: never B's predecessor (1)
-            EXPECT_TRUE(f.reason_bits & (free_states ? kvcanary::kVerifyFreed : kvcanary::kVerifyChainHash)) << f.variant;
+            EXPECT_TRUE(f.reason_bits & (free_states ? kvcanary::kVerifyFreed : kvcanary::kVerifyChainHash))
+                << f.variant;
             EXPECT_EQ(f.reason_bits & ~(kvcanary::kVerifyFreed | kRecordBits | kvcanary::kVerifyToken), 0) << f.variant;
             EXPECT_EQ(f.latency(), 0);
             break;
