@@ -7,6 +7,7 @@
 
 #include "backend_by_name.hpp"
 #include "fault_list.hpp"
+#include "fault_model.hpp"
 
 #include <algorithm>
 #include <iomanip>
@@ -21,7 +22,6 @@ namespace sim {
 namespace {
 
 constexpr const char* kNames[kStateFaults] = {"state_stale", "state_boundary", "state_alias"};
-constexpr std::int64_t kRingCapacity = 1024;
 
 using Int64s = std::vector<std::int64_t>;
 
@@ -34,13 +34,13 @@ struct Request {
   bool fresh = true;                        // admitted this step: never parked
 };
 
-class StateModel {
+class StateModel : FaultModel<StateFault, StateSimReport> {
  public:
   StateModel(StateStages& stages, const StateSimOptions& options)
-      : stages_(stages),
+      : FaultModel(options.seed),
+        stages_(stages),
         canary_(stages.canary()),
         options_(options),
-        rng_(options.seed),
         max_seq_len_(2 * (options.max_prompt + options.max_output)),
         max_reqs_(options.max_active + 1),
         kv_slots_(options.max_active * max_seq_len_ + 1),
@@ -58,12 +58,7 @@ class StateModel {
     for (std::int64_t s = kv_slots_ - 1; s >= 1; --s) free_kv_.push_back(s);         // slot 0: the padding slot
     for (std::int64_t j = state_slots_ - 1; j >= 1; --j) free_states_.push_back(j);  // 0: the dummies' state
     for (std::int64_t r = max_reqs_ - 1; r >= 1; --r) free_rows_.push_back(r);       // row 0: the dummies' row
-    for (const StateFault f : options.faults)
-      for (std::int64_t k = 0; k < options.faults_per_class; ++k)
-        due_.push_back({uniform(10, std::max<std::int64_t>(10, options.steps - 10)), f});
-    std::sort(due_.begin(), due_.end(), [](const auto& a, const auto& b) {
-      return a.first != b.first ? a.first < b.first : static_cast<int>(a.second) < static_cast<int>(b.second);
-    });
+    schedule_faults(options.faults, options.faults_per_class, options.steps);
   }
 
   StateSimReport run() {
@@ -84,23 +79,12 @@ class StateModel {
   }
 
  private:
-  std::int64_t uniform(std::int64_t lo, std::int64_t hi) {
-    return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng_);
-  }
   bool percent(std::int64_t p) { return uniform(0, 99) < p; }
   std::int64_t canary_slot(const Request& q) const { return kv_slots_ + q.state; }
   std::int32_t& r2t(std::int64_t row, std::int64_t pos) {
     return r2t_[static_cast<std::size_t>(row * max_seq_len_ + pos)];
   }
 
-  // A due fault of class `f` (its step reached), taken by the event that can host it.
-  bool due(StateFault f) const {
-    return std::any_of(due_.begin(), due_.end(), [&](const auto& d) { return d.second == f && d.first <= step_; });
-  }
-  void take(StateFault f) {
-    due_.erase(
-        std::find_if(due_.begin(), due_.end(), [&](const auto& d) { return d.second == f && d.first <= step_; }));
-  }
   void record_fault(StateFault f, const Request& victim, std::int64_t readable, std::string variant) {
     StateFaultRecord r;
     r.id = static_cast<std::int64_t>(report_.faults.size());
@@ -117,23 +101,6 @@ class StateModel {
   bool pending_victim(const Request& q) const {
     return std::any_of(report_.faults.begin(), report_.faults.end(),
                        [&](const StateFaultRecord& f) { return f.victim == q.id && f.detected_step < 0; });
-  }
-
-  ref::ViolationRing ring() const {
-    ref::ViolationRing r;
-    r.capacity = kRingCapacity;
-    return r;
-  }
-  // Stages other than the check never report on a correct model: any row is the model's bug.
-  void expect_no_rows(const ref::ViolationRing& r, const char* what) {
-    for (const ref::RingRow& row : r.rows) false_positive(row, what);
-  }
-  void false_positive(const ref::RingRow& row, const char* what) {
-    ++report_.false_positives;
-    if (report_.false_positive_lines.size() < 20)
-      report_.false_positive_lines.push_back(std::string(what) + " step=" + std::to_string(step_) +
-                                             " slot=" + std::to_string(row[kRowSlot]) +
-                                             " bits=" + std::to_string(row[kRowFailReasonBits]));
   }
 
   // ---- admission: new requests, or prefix hits that fork a live request ----
@@ -223,11 +190,20 @@ class StateModel {
     return n == 0 ? 0 : bucket;
   }
 
-  ref::StateInputs state_inputs(const Int64s& slots, const Int64s& rows, const Int64s& positions) const {
+  // The padded batch as state_plan's triples: each request's state slot, pool row and position (for the stamp
+  // its last position p; for the check L - 1, or -1 without a state: no entry), then the dummies on state slot
+  // 0 and pool row 0 (stamped at position 0; never checked: they resume from nothing).
+  ref::StateInputs state_inputs(const std::vector<Request*>& batch, bool for_stamp) const {
     ref::StateInputs in;
-    in.state_slots = slots;
-    in.req_pool_indices = rows;
-    in.positions = positions;
+    for (const Request* q : batch) {
+      in.state_slots.push_back(canary_slot(*q));
+      in.req_pool_indices.push_back(q->row);
+      in.positions.push_back(for_stamp || q->has_state ? q->length - 1 : -1);
+    }
+    const auto size = static_cast<std::size_t>(padded(static_cast<std::int64_t>(batch.size())));
+    in.state_slots.resize(size, kv_slots_);
+    in.req_pool_indices.resize(size, 0);
+    in.positions.resize(size, for_stamp ? 0 : -1);
     in.req_to_token = r2t_;
     in.max_reqs = max_reqs_;
     in.max_seq_len = max_seq_len_;
@@ -236,27 +212,19 @@ class StateModel {
     in.pool_cols = max_seq_len_;
     return in;
   }
+  ref::StatePlan state_plan(const ref::StateInputs& in, const char* what) {
+    ref::StatePlan plan = ref::make_state_plan(static_cast<std::int64_t>(in.state_slots.size()), -1);
+    ref::ViolationRing r = ring();
+    stages_.state_plan(in, plan, r);
+    expect_no_rows(r, what);
+    return plan;
+  }
 
   // ---- before the forward: the requests that resume from a state are checked at q = L - 1 ----
   void check(std::vector<Request*>& batch) {
-    Int64s slots, rows, positions;
-    for (const Request* q : batch) {
-      slots.push_back(canary_slot(*q));
-      rows.push_back(q->row);
-      positions.push_back(q->has_state ? q->length - 1 : -1);  // -1: no state yet, no entry
-    }
-    for (std::int64_t i = static_cast<std::int64_t>(batch.size()); i < padded(static_cast<std::int64_t>(batch.size()));
-         ++i) {
-      slots.push_back(kv_slots_);  // the dummies resume from nothing
-      rows.push_back(0);
-      positions.push_back(-1);
-    }
-    ref::StatePlan plan = ref::make_state_plan(static_cast<std::int64_t>(slots.size()), -1);
-    ref::ViolationRing r = ring();
-    stages_.state_plan(state_inputs(slots, rows, positions), plan, r);
-    expect_no_rows(r, "check plan");
+    const ref::StatePlan plan = state_plan(state_inputs(batch, false), "check plan");
     report_.checks += plan.plan.verify_num_valid;
-    r = ring();
+    ref::ViolationRing r = ring();
     canary_.verify(plan.plan, buffer_, kv_, r);
     std::vector<ref::RingRow> found = r.rows;
     std::sort(found.begin(), found.end());  // attribution independent of the backend's row order
@@ -326,30 +294,17 @@ class StateModel {
   // ---- after the forward and its KV write: the padded batch's state slots stamped at q = p ----
   void stamp(const std::vector<Request*>& batch) {
     if (batch.empty()) return;
-    Int64s slots, rows, positions;
-    for (Request* q : batch) {
-      slots.push_back(canary_slot(*q));
-      rows.push_back(q->row);
-      positions.push_back(q->length - 1);
-      q->has_state = true;
-    }
-    const std::int64_t dummies =
-        padded(static_cast<std::int64_t>(batch.size())) - static_cast<std::int64_t>(batch.size());
-    for (std::int64_t i = 0; i < dummies; ++i) {
-      slots.push_back(kv_slots_);
-      rows.push_back(0);
-      positions.push_back(0);
-    }
-    report_.dummies += dummies;
-    if (dummies > 0 && due(StateFault::Alias)) alias(batch, slots[batch.size()]);
+    ref::StateInputs in = state_inputs(batch, true);
+    Int64s& slots = in.state_slots;
+    const auto first_dummy = static_cast<std::ptrdiff_t>(batch.size());
+    report_.dummies += static_cast<std::int64_t>(slots.size()) - first_dummy;
+    if (slots.size() > batch.size() && due(StateFault::Alias)) alias(batch, slots[batch.size()]);
     if (options_.stamp_skips_dummies)  // the engine's update still writes the dummies' slots, the stamp does not
-      std::fill(slots.begin() + static_cast<std::ptrdiff_t>(batch.size()), slots.end(), -1);
-    ref::StatePlan plan = ref::make_state_plan(static_cast<std::int64_t>(slots.size()), -1);
-    ref::ViolationRing r = ring();
-    stages_.state_plan(state_inputs(slots, rows, positions), plan, r);
-    expect_no_rows(r, "stamp plan");
+      std::fill(slots.begin() + first_dummy, slots.end(), -1);
+    for (Request* q : batch) q->has_state = true;
+    const ref::StatePlan plan = state_plan(in, "stamp plan");
     report_.stamps += plan.plan.write_num_valid_reqs;
-    r = ring();
+    ref::ViolationRing r = ring();
     canary_.write(plan.plan, plan.tokens, kv_, buffer_, r);
     expect_no_rows(r, "stamp");
   }
@@ -392,7 +347,7 @@ class StateModel {
   }
 
   void summarize() {
-    for (const auto& d : due_) ++report_.classes[static_cast<int>(d.second)].skipped;
+    count_skipped();
     for (const StateFaultRecord& f : report_.faults) {
       StateClassSummary& c = report_.classes[static_cast<int>(f.fault)];
       ++c.injected;
@@ -409,7 +364,6 @@ class StateModel {
   StateStages& stages_;
   TransferStages& canary_;
   StateSimOptions options_;
-  std::mt19937_64 rng_;
   std::int64_t max_seq_len_, max_reqs_, kv_slots_, state_slots_;
   ref::CanaryBuffer buffer_;              // kv_slots_ KV records, then the state records (SPEC-CANARY §13.1)
   ref::RealKv kv_;                        // NONE: a state record has no fingerprint (§13.5)
@@ -417,20 +371,13 @@ class StateModel {
   Int64s refs_, free_kv_, free_states_, free_rows_, state_owner_;
   std::vector<bool> state_used_;
   std::list<Request> live_;
-  std::vector<std::pair<std::int64_t, StateFault>> due_;
-  std::int64_t next_id_ = 1, step_ = 0;
-  StateSimReport report_;
+  std::int64_t next_id_ = 1;
 };
 
 void check_options(const StateSimOptions& o) {
-  const auto bad = [](const std::string& what) { throw std::invalid_argument("kvcanary simulate (state): " + what); };
-  if (o.steps < 0 || o.steps > 100000000) bad("steps must be in [0, 100000000]");
-  if (o.faults_per_class < 0 || o.faults_per_class > 64) bad("faults_per_class must be in [0, 64]");
-  if (o.max_prompt < 2 || o.max_output < 2 || o.max_prompt > 4096 || o.max_output > 4096)
-    bad("max_prompt and max_output must be in [2, 4096]");
-  if (o.max_active < 1 || o.max_active > 256) bad("max_active must be in [1, 256]");
+  check_shared_options("state", o);
   if (o.fork_percent < 0 || o.fork_percent > 100 || o.park_percent < 0 || o.park_percent > 100)
-    bad("fork_percent and park_percent must be in [0, 100]");
+    bad_model_option("state", "fork_percent and park_percent must be in [0, 100]");
 }
 
 struct ReferenceStateStages final : StateStages {
@@ -453,15 +400,10 @@ std::vector<StateFault> parse_state_faults(const std::string& list) {
 }
 
 std::int64_t StateSimReport::missed() const {
-  std::int64_t n = 0;
-  for (const auto& c : classes) n += c.missed;
-  return n;
+  return total_of(classes, &StateClassSummary::missed);
 }
-
 std::int64_t StateSimReport::skipped() const {
-  std::int64_t n = 0;
-  for (const auto& c : classes) n += c.skipped;
-  return n;
+  return total_of(classes, &StateClassSummary::skipped);
 }
 
 std::string format_state_table(const StateSimReport& report) {
