@@ -81,7 +81,8 @@ Options:
                   KV (SPEC-CANARY section 12); its faults: late_write, partial_transfer, layout_mixup,
                   stale_tier, defrag_bytes
   --state         simulate: requests with recurrent state slots, stamped after each update and checked at
-                  each resume (SPEC-CANARY section 13); its faults: state_stale, state_boundary, state_alias
+                  each resume (SPEC-CANARY section 13); its faults: state_stale, state_boundary, state_alias;
+                  exit 1 also when a fault found no step to host it (--faults none for a short clean run)
   FILE "-" reads standard input.
 
 Plan case (plan; SPEC section 2 inputs):
