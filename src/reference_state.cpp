@@ -42,20 +42,29 @@ void check_state_call(const StateInputs& in, const StatePlan& state) {
   if (n > capacity) Impl::throw_invalid_in(kFunction, "got ", n, " entries, the plan's capacity is ", capacity);
   if (capacity > static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()))
     Impl::throw_invalid_in(kFunction, "the plan's capacity is ", capacity, ", must be <= 2^31 - 1");
-  const auto sized = [capacity](const std::vector<std::int64_t>& v) { return v.size() == capacity; };
-  if (!sized(plan.verify_expected_tokens) || !sized(plan.verify_expected_positions) ||
-      !sized(plan.verify_prev_slot_indices) || !sized(plan.write_seed_slot_indices) ||
-      plan.write_offsets.size() != capacity + 1 || !sized(state.tokens.input_ids) || !sized(state.tokens.positions) ||
-      !sized(state.tokens.out_cache_loc))
-    Impl::throw_invalid_in(kFunction, "the plan's arrays must have the capacity's extent (write_offsets one more)");
+  const auto sized = [capacity](const char* name, const std::vector<std::int64_t>& v, std::size_t extent) {
+    if (v.size() != extent)
+      Impl::throw_invalid_in(kFunction, "the plan's ", name, " has ", v.size(), " entries, must be ", extent,
+                             " (verify_slot_indices has ", capacity, ")");
+  };
+  sized("verify_expected_tokens", plan.verify_expected_tokens, capacity);
+  sized("verify_expected_positions", plan.verify_expected_positions, capacity);
+  sized("verify_prev_slot_indices", plan.verify_prev_slot_indices, capacity);
+  sized("write_seed_slot_indices", plan.write_seed_slot_indices, capacity);
+  sized("write_offsets", plan.write_offsets, capacity + 1);
+  sized("tokens.input_ids", state.tokens.input_ids, capacity);
+  sized("tokens.positions", state.tokens.positions, capacity);
+  sized("tokens.out_cache_loc", state.tokens.out_cache_loc, capacity);
   if (in.identities.has_value() != plan.verify_identities.has_value() ||
       plan.verify_identities.has_value() != plan.write_identities.has_value())
     Impl::throw_invalid_in(kFunction, "identities are ", in.identities ? "given" : "absent", " but the plan was made ",
                            plan.verify_identities ? "with" : "without", " identity arrays");
   if (in.identities && in.identities->size() != n)
     Impl::throw_invalid_in(kFunction, "identities has ", in.identities->size(), " entries, must be ", n);
-  if (plan.verify_identities && (!sized(*plan.verify_identities) || !sized(*plan.write_identities)))
-    Impl::throw_invalid_in(kFunction, "the plan's identity arrays must have the capacity's extent");
+  if (plan.verify_identities) {
+    sized("verify_identities", *plan.verify_identities, capacity);
+    sized("write_identities", *plan.write_identities, capacity);
+  }
   if (!Impl::holds(in.req_to_token.size(), in.max_reqs, in.max_seq_len))
     Impl::throw_invalid_in(kFunction, "req_to_token holds ", in.req_to_token.size(), " values, not ", in.max_reqs,
                            " x ", in.max_seq_len);

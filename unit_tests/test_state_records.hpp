@@ -268,45 +268,49 @@ TEST_F(StateRecords, HostErrorsNameTheArgument) {
   in.state_slots = kvcanary::Impl::upload<std::int64_t, MemorySpace>(space, "slots", Int64s{9, 10});
   in.req_pool_indices = kvcanary::Impl::upload<std::int64_t, MemorySpace>(space, "rows", Int64s{1, 1});
   in.positions = kvcanary::Impl::upload<std::int64_t, MemorySpace>(space, "positions", Int64s{1});
-  const auto throws = [&](const char* needle) {
+  // `call` throws std::invalid_argument whose message holds `needle`.
+  const auto throws = [](const auto& call, const char* needle) {
     try {
-      kvcanary::state_plan(space, in, plan, ring);
+      call();
       ADD_FAILURE() << "no error, expected one naming " << needle;
     } catch (const std::invalid_argument& e) {
       EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
     }
   };
-  throws("positions");
+  const auto run_with = [&](const kvcanary::StatePlan<MemorySpace>& p) {
+    return [&] { kvcanary::state_plan(space, in, p, ring); };
+  };
+  throws(run_with(plan), "positions");
   in.positions = in.req_pool_indices;
-  throws("capacity");
+  throws(run_with(plan), "capacity");
   const auto wide = kvcanary::allocate_state_plan(space, 2);
-  in.identities = in.positions;
-  try {
-    kvcanary::state_plan(space, in, wide, ring);
-    ADD_FAILURE() << "identities for a plan without identity arrays";
-  } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("identities"), std::string::npos) << e.what();
-  }
+  in.identities = in.positions;  // for a plan without identity arrays
+  throws(run_with(wide), "identities");
   in.identities.reset();
   auto copied = wide;  // a stamp with arrays of its own would not stamp what the builder wrote
   copied.stamp.write_seed_slot_indices = decltype(copied.stamp.write_seed_slot_indices)("seeds", 2);
-  try {
-    kvcanary::state_plan(space, in, copied, ring);
-    ADD_FAILURE() << "a stamp that does not share the check's arrays";
-  } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("allocate_state_plan"), std::string::npos) << e.what();
-  }
-  EXPECT_THROW(kvcanary::allocate_state_plan(space, std::int64_t{1} << 31), std::invalid_argument);
-  EXPECT_THROW(kvcanary::allocate_state_plan(space, -1), std::invalid_argument);
+  throws(run_with(copied), "allocate_state_plan");
+  auto short_tokens = wide;  // every array of the plan has the capacity's extent
+  short_tokens.check.verify_expected_tokens = decltype(short_tokens.check.verify_expected_tokens)("tokens", 1);
+  throws(run_with(short_tokens), "verify_expected_tokens has 1 entries, must be 2");
+  const auto with_slots = in.state_slots;  // a View with entries but no memory
+  in.state_slots = decltype(in.state_slots)(static_cast<const std::int64_t*>(nullptr), 2);
+  throws(run_with(wide), "state_slots has 2 entries but no memory");
+  in.state_slots = with_slots;
+  throws([&] { kvcanary::allocate_state_plan(space, std::int64_t{1} << 31); }, "capacity is 2147483648");
+  throws([&] { kvcanary::allocate_state_plan(space, -1); }, "allocate_state_plan: capacity is -1");
   const auto buffer = kvcanary::allocate_canary_buffer(space, 12);
-  EXPECT_THROW(kvcanary::leading_slots(buffer, 13), std::invalid_argument);
+  throws([&] { kvcanary::leading_slots(buffer, 13); }, "num_slots is 13");
   EXPECT_EQ(kvcanary::leading_slots(buffer, 8).num_slots(), 8);
   EXPECT_EQ(kvcanary::leading_slots(buffer, 8).records.data(), buffer.records.data());
   Ring host_ring = empty_ring(4);
   StatePlan host_plan = kvcanary::reference::make_state_plan(1, 0);
-  EXPECT_THROW(
-      kvcanary::reference::state_plan(inputs({9, 10}, {1, 1}, {1, 1}), host_plan, KernelKind::HEAD_K_FULL, host_ring),
-      std::invalid_argument);
+  const auto reference = [&](const StateInputs& host_in) {
+    return [&, host_in] { kvcanary::reference::state_plan(host_in, host_plan, KernelKind::HEAD_K_FULL, host_ring); };
+  };
+  throws(reference(inputs({9, 10}, {1, 1}, {1, 1})), "capacity is 1");
+  host_plan.tokens.positions.clear();
+  throws(reference(inputs({9}, {1}, {1})), "tokens.positions has 0 entries, must be 1");
 }
 
 }  // namespace kvcanary_test

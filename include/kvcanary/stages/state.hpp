@@ -105,6 +105,8 @@ void state_plan(const ExecutionSpace& space, const StateInputs<MemorySpace>& inp
                 const ViolationRing<MemorySpace>& ring, const StatePlanOptions& options = StatePlanOptions{}) {
   static_assert(Kokkos::is_execution_space<ExecutionSpace>::value,
                 "kvcanary::state_plan: the first argument must be a Kokkos execution space instance");
+  static_assert(Kokkos::is_memory_space<MemorySpace>::value,
+                "kvcanary::state_plan: the state types must be templated on a Kokkos memory space");
   static_assert(Kokkos::SpaceAccessibility<ExecutionSpace, MemorySpace>::accessible,
                 "kvcanary::state_plan: the canary's memory space must be accessible from the execution space");
   constexpr const char* kWhere = "state_plan";
@@ -118,10 +120,15 @@ void state_plan(const ExecutionSpace& space, const StateInputs<MemorySpace>& inp
   if (n > capacity) Impl::throw_invalid_in(kWhere, "got ", n, " entries, the plan's capacity is ", capacity);
   if (capacity > std::numeric_limits<std::int32_t>::max())
     Impl::throw_invalid_in(kWhere, "the plan's capacity is ", capacity, ", must be <= 2^31 - 1");
-  if (extent_of(plan.check.verify_expected_tokens) != capacity ||
-      extent_of(plan.check.verify_expected_positions) != capacity ||
-      extent_of(plan.check.verify_prev_slot_indices) != capacity || extent_of(plan.stamp.write_offsets) != capacity + 1)
-    Impl::throw_invalid_in(kWhere, "the plan's arrays must have the capacity's extent (write_offsets one more)");
+  const auto sized = [&](const char* name, const auto& view, std::int64_t extent) {
+    if (extent_of(view) != extent)
+      Impl::throw_invalid_in(kWhere, "the plan's ", name, " has ", extent_of(view), " entries, must be ", extent,
+                             " (verify_slot_indices has ", capacity, ")");
+  };
+  sized("verify_expected_tokens", plan.check.verify_expected_tokens, capacity);
+  sized("verify_expected_positions", plan.check.verify_expected_positions, capacity);
+  sized("verify_prev_slot_indices", plan.check.verify_prev_slot_indices, capacity);
+  sized("write_offsets", plan.stamp.write_offsets, capacity + 1);
   const auto& check = plan.check;
   const auto& stamp_ids = plan.stamp.write_identities;
   const bool identities_shared = check.verify_identities.has_value() == stamp_ids.has_value() &&
@@ -131,9 +138,13 @@ void state_plan(const ExecutionSpace& space, const StateInputs<MemorySpace>& inp
       plan.tokens.positions.data() != check.verify_expected_positions.data() ||
       plan.tokens.out_cache_loc.data() != check.verify_slot_indices.data() || !identities_shared)
     Impl::throw_invalid_in(kWhere, "the plan's stamp does not share the check's arrays (use allocate_state_plan)");
-  if (plan.check.verify_num_valid.data() == nullptr || plan.check.enable.data() == nullptr ||
-      plan.stamp.write_num_valid_reqs.data() == nullptr)
-    Impl::throw_invalid_in(kWhere, "the plan's counts are not allocated (use allocate_state_plan)");
+  const auto count = [&](const char* name, const auto& view) {
+    if (view.data() == nullptr)
+      Impl::throw_invalid_in(kWhere, "the plan's ", name, " is not allocated (use allocate_state_plan)");
+  };
+  count("verify_num_valid", plan.check.verify_num_valid);
+  count("enable", plan.check.enable);
+  count("write_num_valid_reqs", plan.stamp.write_num_valid_reqs);
   if (inputs.identities.has_value() != plan.check.verify_identities.has_value())
     Impl::throw_invalid_in(kWhere, "identities are ", inputs.identities ? "given" : "absent",
                            " but the plan was allocated ", plan.check.verify_identities ? "with" : "without",
@@ -143,11 +154,16 @@ void state_plan(const ExecutionSpace& space, const StateInputs<MemorySpace>& inp
   if (plan.check.verify_identities && extent_of(*plan.check.verify_identities) != capacity)
     Impl::throw_invalid_in(kWhere, "the plan's identity array has ", extent_of(*plan.check.verify_identities),
                            " entries, must be ", capacity);
-  const auto unallocated = [](const auto& view) { return view.size() > 0 && view.data() == nullptr; };
-  if (unallocated(inputs.state_slots) || unallocated(inputs.req_pool_indices) || unallocated(inputs.positions) ||
-      unallocated(inputs.req_to_token) || (inputs.token_pool && unallocated(*inputs.token_pool)) ||
-      (inputs.identities && unallocated(*inputs.identities)))
-    Impl::throw_invalid_in(kWhere, "an input array has entries but no memory");
+  const auto allocated = [&](const char* name, const auto& view) {
+    if (view.size() > 0 && view.data() == nullptr)
+      Impl::throw_invalid_in(kWhere, name, " has ", view.size(), " entries but no memory");
+  };
+  allocated("state_slots", inputs.state_slots);
+  allocated("req_pool_indices", inputs.req_pool_indices);
+  allocated("positions", inputs.positions);
+  allocated("req_to_token", inputs.req_to_token);
+  if (inputs.token_pool) allocated("token_pool", *inputs.token_pool);
+  if (inputs.identities) allocated("identities", *inputs.identities);
   Impl::check_ring(kWhere, ring);
   Impl::check_kernel_kind(kWhere, options.kernel_kind);
 
