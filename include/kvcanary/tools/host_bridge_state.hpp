@@ -7,7 +7,6 @@
 #include <kvcanary/tools/host_bridge_canary.hpp>
 #include <kvcanary/tools/reference_state.hpp>
 
-#include <utility>
 #include <vector>
 
 namespace kvcanary {
@@ -25,13 +24,13 @@ void state_plan_host_data(const ExecutionSpace& space, const reference::StateInp
   constexpr const char* kWhere = "state_plan_host_data";
   reference::Outputs& host = state.plan;
   const std::size_t capacity = host.verify_slot_indices.size();
-  const std::pair<const char*, const std::vector<std::int64_t>*> sized[] = {
-      {"verify_expected_tokens", &host.verify_expected_tokens},
-      {"verify_expected_positions", &host.verify_expected_positions},
-      {"verify_prev_slot_indices", &host.verify_prev_slot_indices},
-      {"verify_identities", host.verify_identities ? &*host.verify_identities : &host.verify_slot_indices}};
-  for (const auto& [name, values] : sized)
-    Impl::check_same_extent(kWhere, name, values->size(), "verify_slot_indices", capacity);
+  const auto sized = [&](const char* name, const std::vector<std::int64_t>& values) {
+    Impl::check_same_extent(kWhere, name, values.size(), "verify_slot_indices", capacity);
+  };
+  sized("verify_expected_tokens", host.verify_expected_tokens);
+  sized("verify_expected_positions", host.verify_expected_positions);
+  sized("verify_prev_slot_indices", host.verify_prev_slot_indices);
+  if (host.verify_identities) sized("verify_identities", *host.verify_identities);
   Impl::check_same_extent(kWhere, "write_offsets", host.write_offsets.size(), "verify_slot_indices + 1", capacity + 1);
 
   const StatePlan<MemorySpace> plan =
