@@ -3,8 +3,6 @@
 #include "fault_list.hpp"
 #include "sim_types.hpp"
 
-#include <stdexcept>
-
 namespace kvcanary {
 namespace sim {
 
@@ -20,12 +18,6 @@ constexpr std::int64_t kRecordBits = kVerifyChainHash | kVerifyPosition | kVerif
 const char* fault_class_name(FaultClass fault) {
   const int k = static_cast<int>(fault);
   return k >= 0 && k < kFaultClasses ? kNames[k] : "unknown";
-}
-
-std::optional<FaultClass> fault_class_from_name(std::string_view name) {
-  for (int k = 0; k < kFaultClasses; ++k)
-    if (name == kNames[k]) return static_cast<FaultClass>(k);
-  return std::nullopt;
 }
 
 std::vector<FaultClass> parse_fault_classes(const std::string& list) {

@@ -12,9 +12,7 @@
 #include <algorithm>
 #include <iomanip>
 #include <list>
-#include <random>
 #include <sstream>
-#include <stdexcept>
 
 namespace kvcanary {
 namespace sim {

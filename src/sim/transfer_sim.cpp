@@ -469,12 +469,6 @@ const char* transfer_fault_name(TransferFault fault) {
   return k >= 0 && k < kTransferFaults ? kNames[k] : "unknown";
 }
 
-std::optional<TransferFault> transfer_fault_from_name(std::string_view name) {
-  for (int k = 0; k < kTransferFaults; ++k)
-    if (name == kNames[k]) return static_cast<TransferFault>(k);
-  return std::nullopt;
-}
-
 std::vector<TransferFault> parse_transfer_faults(const std::string& list) {
   return parse_fault_list<TransferFault>(list, kNames, "transfer fault");
 }
