@@ -1,7 +1,8 @@
 #ifndef KVCANARY_SIM_FAULT_LIST_HPP
 #define KVCANARY_SIM_FAULT_LIST_HPP
 
-// The --faults list of the simulator's models: "all", "none" or a comma-separated list of class names.
+// The fault classes of the simulator's models by name: a class's name, and the --faults list ("all", "none" or a
+// comma-separated list of class names).
 
 #include <algorithm>
 #include <cstddef>
@@ -11,6 +12,13 @@
 
 namespace kvcanary {
 namespace sim {
+
+// The name of `fault` (names[fault]); "unknown" for a value outside the enumeration.
+template <class Fault, std::size_t N>
+const char* fault_name(Fault fault, const char* const (&names)[N]) {
+  const int k = static_cast<int>(fault);
+  return k >= 0 && static_cast<std::size_t>(k) < N ? names[k] : "unknown";
+}
 
 // Fault k is named names[k]; throws std::invalid_argument "kvcanary simulate: unknown <what> '<name>' (...)".
 template <class Fault, std::size_t N>

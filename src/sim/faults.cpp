@@ -16,8 +16,7 @@ constexpr std::int64_t kRecordBits = kVerifyChainHash | kVerifyPosition | kVerif
 }  // namespace
 
 const char* fault_class_name(FaultClass fault) {
-  const int k = static_cast<int>(fault);
-  return k >= 0 && k < kFaultClasses ? kNames[k] : "unknown";
+  return fault_name(fault, kNames);
 }
 
 std::vector<FaultClass> parse_fault_classes(const std::string& list) {

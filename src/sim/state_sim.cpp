@@ -389,8 +389,7 @@ struct ReferenceStateStages final : StateStages {
 }  // namespace
 
 const char* state_fault_name(StateFault fault) {
-  const int k = static_cast<int>(fault);
-  return k >= 0 && k < kStateFaults ? kNames[k] : "unknown";
+  return fault_name(fault, kNames);
 }
 
 std::vector<StateFault> parse_state_faults(const std::string& list) {

@@ -465,8 +465,7 @@ struct ReferenceStages final : TransferStages {
 }  // namespace
 
 const char* transfer_fault_name(TransferFault fault) {
-  const int k = static_cast<int>(fault);
-  return k >= 0 && k < kTransferFaults ? kNames[k] : "unknown";
+  return fault_name(fault, kNames);
 }
 
 std::vector<TransferFault> parse_transfer_faults(const std::string& list) {
