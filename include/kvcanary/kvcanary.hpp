@@ -19,6 +19,7 @@
 #include <kvcanary/stages/poisoned_prefixes.hpp>
 #include <kvcanary/stages/report.hpp>
 #include <kvcanary/stages/report_reader.hpp>
+#include <kvcanary/stages/state.hpp>
 #include <kvcanary/stages/transfer.hpp>
 #include <kvcanary/stages/verify.hpp>
 #include <kvcanary/stages/write.hpp>

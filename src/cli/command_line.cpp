@@ -53,6 +53,7 @@ Usage:
                     [--real-kv none|partial|all] [--skip-canary-step N] [--verify-capacity N]
                     [--health-check-every N] [--json]
   kvcanary simulate --two-places [--steps N] [--seed N] [--faults CLASS,...|all|none] [--real-kv M] [--backend B]
+  kvcanary simulate --state [--steps N] [--seed N] [--faults CLASS,...|all|none] [--backend B]
                                                              the engine simulator with fault injection
                                                              (docs/simulator.md; default: every fault class);
                                                              exit 1 when a detectable fault was missed or a
@@ -79,6 +80,9 @@ Options:
   --two-places    simulate: a prefill and a decode engine with a host tier, records travelling with the
                   KV (SPEC-CANARY section 12); its faults: late_write, partial_transfer, layout_mixup,
                   stale_tier, defrag_bytes
+  --state         simulate: requests with recurrent state slots, stamped after each update and checked at
+                  each resume (SPEC-CANARY section 13); its faults: state_stale, state_boundary, state_alias;
+                  exit 1 also when a fault found no step to host it (--faults none for a short clean run)
   FILE "-" reads standard input.
 
 Plan case (plan; SPEC section 2 inputs):

@@ -9,12 +9,14 @@
 
 #include <sim/memory_bound.hpp>
 #include <sim/simulate.hpp>
+#include <sim/state_sim.hpp>
 #include <sim/transfer_sim.hpp>
 
 #include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <optional>
+#include <utility>
 
 namespace kvcanary {
 namespace cli {
@@ -38,21 +40,39 @@ auto faults_option(const std::string& value, Parse parse) {
   }
 }
 
+// The options of a model beside the one-engine model (`flag`: --two-places, --state) as (name, value) in
+// order; an option not in `allowed` is a usage error naming those that apply.
+std::vector<std::pair<std::string, std::string>> model_options(const std::vector<std::string>& args,
+                                                               const std::string& flag,
+                                                               const std::vector<std::string>& allowed) {
+  std::vector<std::pair<std::string, std::string>> values;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == flag) continue;
+    const std::string name = option_name(args[i]);
+    if (std::find(allowed.begin(), allowed.end(), name) == allowed.end()) {
+      std::string list;
+      for (const std::string& a : allowed) list += (list.empty() ? "" : ", ") + a;
+      throw UsageError("simulate " + flag + ": option '" + args[i] + "' does not apply (" + list + " do)");
+    }
+    values.emplace_back(name, option_value(args, i));
+  }
+  return values;
+}
+
+std::uint64_t seed_option(const std::string& value) {
+  return static_cast<std::uint64_t>(integer_option("--seed", value, 0, std::numeric_limits<std::int64_t>::max()));
+}
+
 // `simulate --two-places` (docs/simulator.md "Two places"): the prefill/decode/tier model and its transfer
 // faults; only --steps, --seed, --faults (transfer fault names), --real-kv and --backend apply.
 int two_places_command(const std::vector<std::string>& args, std::ostream& out) {
   sim::TransferSimOptions options;
   options.faults = sim::parse_transfer_faults("all");
   std::optional<std::string> backend;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--two-places") continue;
-    const std::string name = option_name(args[i]);
-    if (name != "--steps" && name != "--seed" && name != "--faults" && name != "--real-kv" && name != "--backend")
-      throw UsageError("simulate --two-places: option '" + args[i] + "' does not apply (--steps, --seed, --faults, "
-                       "--real-kv, --backend do)");
-    const std::string value = option_value(args, i);
+  for (const auto& [name, value] :
+       model_options(args, "--two-places", {"--steps", "--seed", "--faults", "--real-kv", "--backend"})) {
     if (name == "--steps") options.steps = integer_option(name, value, 1, 100000000);
-    if (name == "--seed") options.seed = static_cast<std::uint64_t>(integer_option(name, value, 0, std::numeric_limits<std::int64_t>::max()));
+    if (name == "--seed") options.seed = seed_option(value);
     if (name == "--real-kv") options.real_kv = real_kv_mode(value);
     if (name == "--backend") backend = checked_backend(value);
     if (name == "--faults") options.faults = faults_option(value, sim::parse_transfer_faults);
@@ -63,10 +83,32 @@ int two_places_command(const std::vector<std::string>& args, std::ostream& out) 
   return report.ok() ? 0 : 1;
 }
 
+// `simulate --state` (docs/simulator.md "State slots"): requests with recurrent state slots and the state
+// faults; only --steps, --seed, --faults (state fault names) and --backend apply.
+int state_command(const std::vector<std::string>& args, std::ostream& out) {
+  sim::StateSimOptions options;
+  options.faults = sim::parse_state_faults("all");
+  std::optional<std::string> backend;
+  for (const auto& [name, value] : model_options(args, "--state", {"--steps", "--seed", "--faults", "--backend"})) {
+    if (name == "--steps") options.steps = integer_option(name, value, 1, 100000000);
+    if (name == "--seed") options.seed = seed_option(value);
+    if (name == "--backend") backend = checked_backend(value);
+    if (name == "--faults") options.faults = faults_option(value, sim::parse_state_faults);
+  }
+  Kokkos::ScopeGuard kokkos(kokkos_arguments());
+  const sim::StateSimReport report = sim::simulate_state(options, backend.value_or("default"));
+  out << sim::format_state_table(report);
+  return report.ok() ? 0 : 1;
+}
+
 }  // namespace
 
 int simulate_command(const std::vector<std::string>& args, std::ostream& out) {
-  if (std::find(args.begin(), args.end(), "--two-places") != args.end()) return two_places_command(args, out);
+  const bool two_places = std::find(args.begin(), args.end(), "--two-places") != args.end();
+  const bool state = std::find(args.begin(), args.end(), "--state") != args.end();
+  if (two_places && state) throw UsageError("simulate: --two-places and --state are two models, give one of them");
+  if (two_places) return two_places_command(args, out);
+  if (state) return state_command(args, out);
   sim::SimulationOptions options;
   options.faults = sim::parse_fault_classes("all");
   std::optional<std::string> backend;
@@ -93,7 +135,7 @@ int simulate_command(const std::vector<std::string>& args, std::ostream& out) {
     if (!known) throw UsageError("simulate: unknown option '" + arg + "'");
     const std::string value = option_value(args, i);
     if (name == "--steps") options.steps = integer_option(name, value, 1, 100000000);
-    if (name == "--seed") options.seed = static_cast<std::uint64_t>(integer_option(name, value, 0, std::numeric_limits<std::int64_t>::max()));
+    if (name == "--seed") options.seed = seed_option(value);
     if (name == "--page-size") options.page_size = integer_option(name, value, 1, 256);
     if (name == "--swa") options.swa_window = static_cast<int>(integer_option(name, value, 0, 1 << 20));
     if (name == "--max-batch") options.max_batch = integer_option(name, value, 1, 4096);

@@ -1,8 +1,7 @@
 // The fault classes' names and what should catch each (docs/simulator.md has the same table).
 
+#include "fault_list.hpp"
 #include "sim_types.hpp"
-
-#include <stdexcept>
 
 namespace kvcanary {
 namespace sim {
@@ -17,37 +16,11 @@ constexpr std::int64_t kRecordBits = kVerifyChainHash | kVerifyPosition | kVerif
 }  // namespace
 
 const char* fault_class_name(FaultClass fault) {
-  const int k = static_cast<int>(fault);
-  return k >= 0 && k < kFaultClasses ? kNames[k] : "unknown";
-}
-
-std::optional<FaultClass> fault_class_from_name(std::string_view name) {
-  for (int k = 0; k < kFaultClasses; ++k)
-    if (name == kNames[k]) return static_cast<FaultClass>(k);
-  return std::nullopt;
+  return fault_name(fault, kNames);
 }
 
 std::vector<FaultClass> parse_fault_classes(const std::string& list) {
-  std::vector<FaultClass> classes;
-  if (list == "none") return classes;
-  if (list == "all") {
-    for (int k = 0; k < kFaultClasses; ++k) classes.push_back(static_cast<FaultClass>(k));
-    return classes;
-  }
-  std::size_t begin = 0;
-  while (begin <= list.size()) {
-    const std::size_t end = std::min(list.find(',', begin), list.size());
-    const std::string name = list.substr(begin, end - begin);
-    const auto fault = fault_class_from_name(name);
-    if (!fault) {
-      std::string known;
-      for (const char* n : kNames) known += std::string(known.empty() ? "" : ", ") + n;
-      throw std::invalid_argument("kvcanary simulate: unknown fault class '" + name + "' (all, none, or of: " + known + ")");
-    }
-    classes.push_back(*fault);
-    begin = end + 1;
-  }
-  return classes;
+  return parse_fault_list<FaultClass>(list, kNames, "fault class");
 }
 
 FaultExpectation expected_catch(FaultClass fault) {

@@ -37,7 +37,6 @@ constexpr int kFaultClasses = 13;
 // "position_off_by_one", "swapped_tokens", "swa_lut", "stale_prefix", "freed_read", "stale_metadata", "padding_kv",
 // "cross_identity".
 const char* fault_class_name(FaultClass fault);
-std::optional<FaultClass> fault_class_from_name(std::string_view name);
 // "all", "none" or a comma-separated list of names; throws std::invalid_argument naming a bad one.
 std::vector<FaultClass> parse_fault_classes(const std::string& list);
 

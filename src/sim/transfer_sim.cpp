@@ -5,11 +5,14 @@
 
 #include "transfer_sim.hpp"
 
+#include "backend_by_name.hpp"
+#include "fault_list.hpp"
+#include "fault_model.hpp"
+
 #include <kvcanary/impl/hash.hpp>
 
 #include <algorithm>
 #include <array>
-#include <cctype>
 #include <iomanip>
 #include <random>
 #include <sstream>
@@ -23,7 +26,6 @@ namespace {
 constexpr const char* kNames[kTransferFaults] = {"late_write", "partial_transfer", "layout_mixup", "stale_tier",
                                                  "defrag_bytes"};
 constexpr std::int64_t kTokenBytes = 32;  // one real-KV source, 32 bytes a token, page size 1
-constexpr std::int64_t kRingCapacity = 4096;
 
 using Int64s = std::vector<std::int64_t>;
 
@@ -76,19 +78,14 @@ struct Request {
   TierEntry first_entry;  // what the tier stored after the prefill (a later store may fail: stale_tier)
 };
 
-class TwoPlaces {
+class TwoPlaces : FaultModel<TransferFault, TransferSimReport> {
  public:
   TwoPlaces(TransferStages& stages, const TransferSimOptions& options)
-      : stages_(stages), options_(options), rng_(options.seed), prefill_(options.slots_per_place, options.real_kv),
+      : FaultModel(options.seed), stages_(stages), options_(options), prefill_(options.slots_per_place, options.real_kv),
         decode_(options.slots_per_place, options.real_kv) {
     report_.backend = stages.name();
     report_.options = options;
-    for (const TransferFault f : options.faults)
-      for (std::int64_t k = 0; k < options.faults_per_class; ++k)
-        due_.push_back({uniform(10, std::max<std::int64_t>(10, options.steps - 10)), f});
-    std::sort(due_.begin(), due_.end(), [](const auto& a, const auto& b) {
-      return a.first != b.first ? a.first < b.first : static_cast<int>(a.second) < static_cast<int>(b.second);
-    });
+    schedule_faults(options.faults, options.faults_per_class, options.steps);
   }
 
   TransferSimReport run() {
@@ -106,19 +103,9 @@ class TwoPlaces {
   }
 
  private:
-  std::int64_t uniform(std::int64_t lo, std::int64_t hi) { return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng_); }
   bool coin() { return uniform(0, 1) == 0; }
   bool rkv() const { return options_.real_kv != RealKvMode::None; }
 
-  // A due fault of class `f` (its step reached), taken by the event that can host it.
-  bool take(TransferFault f) {
-    for (auto it = due_.begin(); it != due_.end(); ++it)
-      if (it->second == f && it->first <= step_) {
-        due_.erase(it);
-        return true;
-      }
-    return false;
-  }
   TransferFaultRecord& record_fault(TransferFault f, std::int64_t victim, Int64s slots, bool covered, std::string variant) {
     TransferFaultRecord r;
     r.id = static_cast<std::int64_t>(report_.faults.size());
@@ -140,23 +127,6 @@ class TwoPlaces {
       x = Impl::splitmix64(x + 0x632BE59BD9B4E019ULL);
       std::copy_n(reinterpret_cast<const std::uint8_t*>(&x), 8, place.bytes(slot) + b);
     }
-  }
-
-  ref::ViolationRing ring() const {
-    ref::ViolationRing r;
-    r.capacity = kRingCapacity;
-    return r;
-  }
-  // Stages other than verify never report on a correct model: any row is the model's bug, a false positive.
-  void expect_no_rows(const ref::ViolationRing& r, const char* what) {
-    for (const ref::RingRow& row : r.rows) false_positive(row, what);
-  }
-  void false_positive(const ref::RingRow& row, const char* what) {
-    ++report_.false_positives;
-    if (report_.false_positive_lines.size() < 20)
-      report_.false_positive_lines.push_back(std::string(what) + " step=" + std::to_string(step_) +
-                                             " slot=" + std::to_string(row[kRowSlot]) +
-                                             " bits=" + std::to_string(row[kRowFailReasonBits]));
   }
 
   void free_slots(Place& place, const Int64s& slots) {
@@ -380,9 +350,7 @@ class TwoPlaces {
 
   // ---- the host tier: offload a live request and restore it at new slots ----
   void tier_round_trip() {
-    const bool stale = std::any_of(due_.begin(), due_.end(), [&](const auto& d) {
-      return d.second == TransferFault::StaleTier && d.first <= step_;
-    });
+    const bool stale = due(TransferFault::StaleTier);
     Request* q = pick(stale);
     if (q == nullptr) return;
     if (stale) take(TransferFault::StaleTier);
@@ -434,7 +402,7 @@ class TwoPlaces {
   }
 
   void summarize() {
-    for (const auto& d : due_) ++report_.classes[static_cast<int>(d.second)].skipped;
+    count_skipped();
     for (const TransferFaultRecord& f : report_.faults) {
       TransferClassSummary& c = report_.classes[static_cast<int>(f.fault)];
       ++c.injected;
@@ -451,21 +419,14 @@ class TwoPlaces {
 
   TransferStages& stages_;
   TransferSimOptions options_;
-  std::mt19937_64 rng_;
   Place prefill_, decode_;
   std::vector<Request> active_;
-  std::vector<std::pair<std::int64_t, TransferFault>> due_;
-  std::int64_t next_id_ = 1, step_ = 0;
-  TransferSimReport report_;
+  std::int64_t next_id_ = 1;
 };
 
 void check_options(const TransferSimOptions& o) {
-  const auto bad = [](const std::string& what) { throw std::invalid_argument("kvcanary simulate (two places): " + what); };
-  if (o.steps < 0 || o.steps > 100000000) bad("steps must be in [0, 100000000]");
-  if (o.faults_per_class < 0 || o.faults_per_class > 64) bad("faults_per_class must be in [0, 64]");
-  if (o.max_prompt < 2 || o.max_output < 2 || o.max_prompt > 4096 || o.max_output > 4096)
-    bad("max_prompt and max_output must be in [2, 4096]");
-  if (o.max_active < 1 || o.max_active > 256) bad("max_active must be in [1, 256]");
+  const auto bad = [](const std::string& what) { bad_model_option("two places", what); };
+  check_shared_options("two places", o);
   if (o.tier_every < 0 || o.defrag_every < 0) bad("tier_every and defrag_every must be >= 0");
   if (o.slots_per_place > (std::int64_t{1} << 22)) bad("slots_per_place must be <= 4194304");
   // Live requests, one more being moved (defragmentation), an aborted transfer's pages, and the padding slot.
@@ -504,44 +465,14 @@ struct ReferenceStages final : TransferStages {
 }  // namespace
 
 const char* transfer_fault_name(TransferFault fault) {
-  const int k = static_cast<int>(fault);
-  return k >= 0 && k < kTransferFaults ? kNames[k] : "unknown";
-}
-
-std::optional<TransferFault> transfer_fault_from_name(std::string_view name) {
-  for (int k = 0; k < kTransferFaults; ++k)
-    if (name == kNames[k]) return static_cast<TransferFault>(k);
-  return std::nullopt;
+  return fault_name(fault, kNames);
 }
 
 std::vector<TransferFault> parse_transfer_faults(const std::string& list) {
-  std::vector<TransferFault> faults;
-  if (list == "none") return faults;
-  if (list == "all") {
-    for (int k = 0; k < kTransferFaults; ++k) faults.push_back(static_cast<TransferFault>(k));
-    return faults;
-  }
-  std::size_t begin = 0;
-  while (begin <= list.size()) {
-    const std::size_t end = std::min(list.find(',', begin), list.size());
-    const std::string name = list.substr(begin, end - begin);
-    const auto fault = transfer_fault_from_name(name);
-    if (!fault) {
-      std::string known;
-      for (const char* n : kNames) known += std::string(known.empty() ? "" : ", ") + n;
-      throw std::invalid_argument("kvcanary simulate: unknown transfer fault '" + name + "' (all, none, or of: " + known + ")");
-    }
-    faults.push_back(*fault);
-    begin = end + 1;
-  }
-  return faults;
+  return parse_fault_list<TransferFault>(list, kNames, "transfer fault");
 }
 
-std::int64_t TransferSimReport::missed() const {
-  std::int64_t n = 0;
-  for (const auto& c : classes) n += c.missed;
-  return n;
-}
+std::int64_t TransferSimReport::missed() const { return total_of(classes, &TransferClassSummary::missed); }
 
 std::string format_transfer_table(const TransferSimReport& report) {
   std::ostringstream os;
@@ -574,21 +505,7 @@ TransferSimReport simulate_transfer(TransferStages& stages, const TransferSimOpt
 }
 
 TransferSimReport simulate_transfer(const TransferSimOptions& options, const std::string& backend) {
-  std::string name = backend;
-  if (name == "default") {
-    name = Kokkos::DefaultExecutionSpace::name();
-    for (auto& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  }
-#ifdef KOKKOS_ENABLE_SERIAL
-  if (name == "serial") return simulate_transfer(Kokkos::Serial{}, options);
-#endif
-#ifdef KOKKOS_ENABLE_OPENMP
-  if (name == "openmp") return simulate_transfer(Kokkos::OpenMP{}, options);
-#endif
-#ifdef KOKKOS_ENABLE_CUDA
-  if (name == "cuda") return simulate_transfer(Kokkos::Cuda{}, options);
-#endif
-  throw std::invalid_argument("kvcanary simulate: backend '" + name + "' is not in this build");
+  return on_backend(backend, [&](const auto& space) { return simulate_transfer(space, options); });
 }
 
 }  // namespace sim

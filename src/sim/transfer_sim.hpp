@@ -41,7 +41,6 @@ constexpr int kTransferFaults = 5;
 
 // "late_write", "partial_transfer", "layout_mixup", "stale_tier", "defrag_bytes".
 const char* transfer_fault_name(TransferFault fault);
-std::optional<TransferFault> transfer_fault_from_name(std::string_view name);
 // "all", "none" or a comma-separated list of names; throws std::invalid_argument naming a bad one.
 std::vector<TransferFault> parse_transfer_faults(const std::string& list);
 
