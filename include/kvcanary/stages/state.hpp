@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <limits>
 #include <optional>
+#include <type_traits>
 #include <utility>
 
 namespace kvcanary {
@@ -154,9 +155,12 @@ void state_plan(const ExecutionSpace& space, const StateInputs<MemorySpace>& inp
   if (plan.check.verify_identities && extent_of(*plan.check.verify_identities) != capacity)
     Impl::throw_invalid_in(kWhere, "the plan's identity array has ", extent_of(*plan.check.verify_identities),
                            " entries, must be ", capacity);
+  // Entries from the extents: Kokkos 5's size() is 0 for a View without memory, whatever its extents.
   const auto allocated = [&](const char* name, const auto& view) {
-    if (view.size() > 0 && view.data() == nullptr)
-      Impl::throw_invalid_in(kWhere, name, " has ", view.size(), " entries but no memory");
+    using View = std::decay_t<decltype(view)>;
+    const std::int64_t entries = View::rank == 1 ? extent_of(view, 0) : extent_of(view, 0) * extent_of(view, 1);
+    if (entries > 0 && view.data() == nullptr)
+      Impl::throw_invalid_in(kWhere, name, " has ", entries, " entries but no memory");
   };
   allocated("state_slots", inputs.state_slots);
   allocated("req_pool_indices", inputs.req_pool_indices);
