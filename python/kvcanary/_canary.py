@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 
 from . import _core
-from ._api import CanaryBuffer, CanaryViolation, RealKvMode, RealKvSource, _handle
+from ._api import CanaryBuffer, CanaryViolation, RealKvMode, RealKvSource, _handle, _integer
 
 _REPORT_MODES = {"none": 0, "log": 1, "raise": 2}
 _REPORT_FORMATS = {"one-line": False, "multi-line": True}
@@ -77,11 +77,10 @@ class CanaryConfig:
 
 
 def _int(value, name: str) -> int:
+    # A Python int only (not numpy's), inside the C++ config's int64; its own range checks come after.
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"kvcanary.Canary: config.{name} must be an int, got {type(value).__name__}")
-    if not -2**63 <= value < 2**63:  # the C++ config's int64; its own range checks come after
-        raise ValueError(f"kvcanary.Canary: config.{name} is {value}, outside int64")
-    return value
+    return _integer(value, "Canary", f"config.{name}")
 
 
 def _bool(value, name: str) -> bool:

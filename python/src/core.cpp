@@ -176,24 +176,20 @@ bool is_finalized() { return finalized_flag; }
 void finalize() {
   std::lock_guard<std::mutex> lock(lifecycle_mutex);
   if (finalized_flag) return;
-  if (forked_child()) {  // the parent's Kokkos: finalizing it here would wait on threads that are gone
-    release_canaries();  // host state freed, CUDA state left alone (CanaryHandle::release)
-    finalized_flag = true;
-#ifdef KOKKOS_ENABLE_CUDA
-    std::lock_guard<std::mutex> instances_lock(instances_mutex);
-    (void)new std::map<std::pair<int, std::uintptr_t>, Kokkos::Cuda>(std::move(instances()));  // never destroyed
-#endif
-    return;
-  }
-  release_canaries();  // their Views and CUDA streams go before Kokkos does
+  // Their Views and CUDA streams go before Kokkos does (in a forked child: host state only, CanaryHandle::release).
+  release_canaries();
   finalized_flag = true;
+  const bool child = forked_child();  // the parent's Kokkos: finalizing it here would wait on threads that are gone
 #ifdef KOKKOS_ENABLE_CUDA
   {
     std::lock_guard<std::mutex> instances_lock(instances_mutex);
-    instances().clear();  // before Kokkos goes: an instance outliving finalize aborts
+    if (child)  // no CUDA call in the child: the instances are never destroyed
+      (void)new std::map<std::pair<int, std::uintptr_t>, Kokkos::Cuda>(std::move(instances()));
+    else
+      instances().clear();  // before Kokkos goes: an instance outliving finalize aborts
   }
 #endif
-  if (we_initialized && Kokkos::is_initialized()) Kokkos::finalize();
+  if (!child && we_initialized && Kokkos::is_initialized()) Kokkos::finalize();
 }
 
 std::vector<std::string> backends() {

@@ -31,7 +31,8 @@ std::string strides_text(const Arg& a) {
   return s + (a.ndim == 1 ? ",)" : ")") + " elements";
 }
 
-// The fields of an imported array; rank > 2 keeps ndim only (every rule refuses it).
+// The fields of an imported array: the first kept_dims extents and strides (every rule refuses rank > 2;
+// the rest serve its message).
 void fill(Arg& a, const ExchangedArray& array) {
   a.pointer = array.data;
   a.dtype = array.dtype;

@@ -311,11 +311,7 @@ class Canary {
       const auto kind = static_cast<GroupKind>(gi);
       if (!enabled(kind)) continue;
       const GroupViews<Memory>& views = group_views(kind);
-      const Footprint g = group_footprint(config_, capacities_, group_slots(kind), !views.k || !views.v);
-      all.records += g.records;
-      all.plans += g.plans;
-      all.rings += g.rings;
-      all.other += g.other;
+      all += group_footprint(config_, capacities_, group_slots(kind), !views.k || !views.v);
     }
     require_host_memory(all);
   }

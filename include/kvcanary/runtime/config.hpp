@@ -105,6 +105,13 @@ void validate_config(const CanaryConfig& config);
 struct Footprint {
   std::int64_t records = 0, plans = 0, rings = 0, other = 0;
   std::int64_t total() const { return records + plans + rings + other; }
+  Footprint& operator+=(const Footprint& o) {
+    records += o.records;
+    plans += o.plans;
+    rings += o.rings;
+    other += o.other;
+    return *this;
+  }
 };
 Footprint group_footprint(const CanaryConfig& config, const Capacities& capacities, std::int64_t slots,
                           bool owns_records);
