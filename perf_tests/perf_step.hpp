@@ -17,6 +17,9 @@
 //                              pump); time per step with the pump, and pump_us_per_step = that minus the same
 //                              steps without end_step(), measured alternately in each iteration (bs 1 and 64:
 //                              host-bound, the pump's host time; bs 256: GPU-bound, what it costs the stream)
+//   step_pump_kernel/<workload>/<launch>   the same with PumpSnapshot::Kernel (one snapshot kernel on the
+//                              engine's stream writing pinned host memory, one event) instead of the
+//                              side-stream copies
 // Side by side: original_step_us, the original system's same step (plan + 2 x verify + 2 x write, µs, H200
 // graph replay, /work/shared/GPU-FLOORS.md "Re-measured side by side, 2026-12-04") where that table has the
 // write of the workload, and speedup_vs_original = original_step_us / us_per_call.
@@ -55,7 +58,9 @@ struct StepCall {
   std::unique_ptr<kvcanary::Canary<ExecutionSpace>> canary;
   canary::StepTokens tokens;  // host copy, for the reference
 
-  StepCall(const ExecutionSpace& space_, const VerifyCase& c) : space(space_) {
+  StepCall(const ExecutionSpace& space_, const VerifyCase& c,
+           kvcanary::PumpSnapshot pump = kvcanary::PumpSnapshot::Default)
+      : space(space_) {
     const Inputs& in = c.workload.inputs;
     inputs = kvcanary::upload_inputs(space, in);
     for (std::size_t r = 0; r < in.req_pool_indices.size(); ++r) {
@@ -77,6 +82,7 @@ struct StepCall {
     kvcanary::CanaryConfig config;
     config.report_mode = kvcanary::ReportMode::None;
     config.health_check_every_n_steps = 0;
+    config.pump_snapshot = pump;
     config.verify_token_assert = in.req_to_verify_expected_tokens.has_value();
     config.request_identities = in.req_identities.has_value();
     config.dimensions.pool_slots = num_canary_slots(in);
@@ -146,12 +152,13 @@ void bench_step(benchmark::State& state, const WorkloadShape& shape, bool identi
 }
 
 template <class ExecutionSpace>
-void bench_step_pump(benchmark::State& state, const WorkloadShape& shape, Launch launch) {
+void bench_step_pump(benchmark::State& state, const WorkloadShape& shape, Launch launch,
+                     kvcanary::PumpSnapshot route) {
   run_checked(state, [&] {
     constexpr int kSteps = 50;
     const std::shared_ptr<VerifyCase> c = verify_case(shape);
     Instance<ExecutionSpace> instance;
-    StepCall<ExecutionSpace> call(instance.space(), *c);
+    StepCall<ExecutionSpace> call(instance.space(), *c, route);
     call.run();
     expect_clean_step(call.canary->flush(), "eager step");
     std::function<void()> step = [&] { call.run(); };
@@ -211,8 +218,11 @@ void register_step_benchmarks(const std::string& backend) {
       // bs 1: a host-bound loop (the pump's host time shows); bs 256 (CUDA only, by its size): a GPU-bound
       // loop, the host a step ahead, so the difference is what the pump costs the engine's stream.
       if (shape.name == "decode_bs1" || shape.name == "decode_bs64" || shape.name == "decode_bs256")
-        register_timed("step_pump/" + shape.name + "/" + launch.second,
-                       [shape, mode](benchmark::State& state) { bench_step_pump<ExecutionSpace>(state, shape, mode); });
+        for (const auto& route : {std::make_pair(kvcanary::PumpSnapshot::SideStreamCopies, "step_pump/"),
+                                  std::make_pair(kvcanary::PumpSnapshot::Kernel, "step_pump_kernel/")})
+          register_timed(route.second + shape.name + "/" + launch.second, [shape, mode, route](benchmark::State& state) {
+            bench_step_pump<ExecutionSpace>(state, shape, mode, route.first);
+          });
     }
   }
 }

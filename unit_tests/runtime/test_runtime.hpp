@@ -118,43 +118,71 @@ TEST_F(Runtime, EveryGroupTailAndSweepMatchTheReference) {
   EXPECT_FALSE(h.ref[0].ring.rows.empty());
 }
 
+// Both snapshot routes (PumpSnapshot): the side-stream copies and the one kernel.
+constexpr kvcanary::PumpSnapshot kPumpRoutes[] = {kvcanary::PumpSnapshot::SideStreamCopies,
+                                                  kvcanary::PumpSnapshot::Kernel};
+
 TEST_F(Runtime, PumpReportsEachRowOnceOneStepLater) {
-  Harness h(EngineShape{}, quiet());
-  for (int s = 1; s <= 20; ++s) h.step(false, s == 10);
-  // The corruption of step 10 is verified by step 11's head at the latest, and reported one step after.
-  std::int64_t first = -1;
-  for (const auto& report : h.reports)
-    if (!report.violations.rows.empty() && first < 0) first = report.step;
-  EXPECT_GE(first, 10);
-  EXPECT_LE(first, 11);
-  h.record(h.canary->flush());
-  EXPECT_EQ(Harness::sorted(h.reported[0]), Harness::sorted(h.ref[0].ring.rows));
+  for (const auto route : kPumpRoutes) {
+    SCOPED_TRACE(route == kvcanary::PumpSnapshot::Kernel ? "kernel route" : "side-stream route");
+    auto config = quiet();
+    config.pump_snapshot = route;
+    Harness h(EngineShape{}, config);
+    for (int s = 1; s <= 20; ++s) h.step(false, s == 10);
+    // The corruption of step 10 is verified by step 11's head at the latest, and reported one step after.
+    std::int64_t first = -1;
+    for (const auto& report : h.reports)
+      if (!report.violations.rows.empty() && first < 0) first = report.step;
+    EXPECT_GE(first, 10);
+    EXPECT_LE(first, 11);
+    h.record(h.canary->flush());
+    EXPECT_EQ(Harness::sorted(h.reported[0]), Harness::sorted(h.ref[0].ring.rows));
+  }
 }
 
 TEST_F(Runtime, PumpWindowAndRingOverflowLoseNothingTheRingKept) {
-  auto config = quiet();
-  config.ring_capacity = 10;
-  config.pump_rows_per_step = 3;  // fewer than a step's violations: the pump catches up over steps
-  Harness h(EngineShape{}, config);
-  std::int64_t newly_lost = 0;
-  for (int s = 1; s <= 30; ++s) {
-    h.step(false, true);
+  for (const auto route : kPumpRoutes) {
+    SCOPED_TRACE(route == kvcanary::PumpSnapshot::Kernel ? "kernel route" : "side-stream route");
+    auto config = quiet();
+    config.ring_capacity = 10;
+    config.pump_rows_per_step = 3;  // fewer than a step's violations: the pump catches up over steps
+    config.pump_snapshot = route;
+    Harness h(EngineShape{}, config);
+    std::int64_t newly_lost = 0;
+    for (int s = 1; s <= 30; ++s) {
+      h.step(false, true);
+      newly_lost += h.reports.back().violations.newly_lost;
+    }
+    h.record(h.canary->flush());
     newly_lost += h.reports.back().violations.newly_lost;
+    const std::int64_t count = h.ref[0].ring.count;
+    ASSERT_GT(count, 10);
+    // Exactly the ring's rows, each once (which violations won the first rows is the device's order).
+    ASSERT_EQ(h.reported[0].size(), 10u);
+    auto expected = Harness::sorted(h.ref[0].ring.rows);
+    for (const auto& row : h.reported[0]) {
+      const auto it = std::find(expected.begin(), expected.end(), row);
+      ASSERT_NE(it, expected.end());
+    }
+    EXPECT_EQ(newly_lost, count - 10);
+    EXPECT_EQ(h.reports.back().violations.count, count);
+    EXPECT_TRUE(h.reports.back().violations.overflowed);
   }
-  h.record(h.canary->flush());
-  newly_lost += h.reports.back().violations.newly_lost;
-  const std::int64_t count = h.ref[0].ring.count;
-  ASSERT_GT(count, 10);
-  // Exactly the ring's rows, each once (which violations won the first rows is the device's order).
-  ASSERT_EQ(h.reported[0].size(), 10u);
-  auto expected = Harness::sorted(h.ref[0].ring.rows);
-  for (const auto& row : h.reported[0]) {
-    const auto it = std::find(expected.begin(), expected.end(), row);
-    ASSERT_NE(it, expected.end());
-  }
-  EXPECT_EQ(newly_lost, count - 10);
-  EXPECT_EQ(h.reports.back().violations.count, count);
-  EXPECT_TRUE(h.reports.back().violations.overflowed);
+}
+
+TEST_F(Runtime, KernelRouteMatchesTheReferenceOnEveryGroup) {
+  EngineShape shape;
+  shape.swa = shape.draft = shape.real_kv = true;
+  auto config = quiet();
+  config.tail_pass = true;
+  config.real_kv_mode = kvcanary::RealKvMode::Partial;
+  config.sweep_interval = 4;
+  config.pump_snapshot = kvcanary::PumpSnapshot::Kernel;
+  config.health_check_every_n_steps = 7;
+  Harness h(shape, config, 7);
+  run_and_compare(h, 40, 4, 9);
+  EXPECT_FALSE(h.ref[0].ring.rows.empty());
+  for (const auto& report : h.reports) EXPECT_TRUE(report.health_errors.empty()) << "step " << report.step;
 }
 
 TEST_F(Runtime, RearmEmptiesTheRingsAndKeepsCounting) {

@@ -26,6 +26,7 @@
 #include <kvcanary/runtime/config.hpp>
 #include <kvcanary/runtime/engine_views.hpp>
 #include <kvcanary/runtime/impl/counter_block.hpp>
+#include <kvcanary/runtime/impl/pump_snapshot.hpp>
 #include <kvcanary/runtime/impl/side_channel.hpp>
 #include <kvcanary/runtime/impl/swa_divergence.hpp>
 #include <kvcanary/runtime/report_text.hpp>
@@ -575,6 +576,10 @@ class Canary {
     pending_snapshot_.sweeps = sweeps_;
     pending_snapshot_.swa_divergence = divergence_due_;
     pending_snapshot_.expected = expected_;
+    if (config_.pump_snapshot == PumpSnapshot::Kernel) {
+      issue_snapshot_kernel();
+      return;
+    }
     // The stream-ordered point of the snapshot: a device copy of the counters on the engine's instance.
     Kokkos::deep_copy(space_, staging_, block_);
     side_.follow();
@@ -592,6 +597,28 @@ class Canary {
       }
     }
     side_.record();
+    pending_ = true;
+  }
+
+  // One kernel on the engine's instance writes the block and the windows' final rows into the pinned
+  // host copies (runtime/impl/pump_snapshot.hpp); one event follows it.
+  void issue_snapshot_kernel() {
+    Impl::PumpSnapshotKernel<Memory, HostSpace> kernel;
+    kernel.block = block_;
+    kernel.host_block = host_block_;
+    for (Group& g : groups_) {
+      if (!g.on) continue;
+      const std::int64_t begin = g.rows_valid;
+      g.window_end = std::min(config_.ring_capacity, begin + config_.pump_rows_per_step);
+      auto& window = kernel.windows[kernel.num_windows++];
+      window.rows = g.rows;
+      window.host_rows = g.host_rows;
+      window.begin = begin;
+      window.end = std::max(begin, g.window_end);
+      window.count_index = Block::group_base(g.index) + Block::kCount;
+    }
+    Impl::launch_pump_snapshot(space_, kernel);
+    side_.record_on_engine();
     pending_ = true;
   }
 

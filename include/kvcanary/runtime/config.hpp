@@ -20,6 +20,13 @@ namespace kvcanary {
 // and the totals; format_violation_multiline()).
 enum class ReportFormat { OneLine, MultiLine };
 
+// How end_step() takes the report pump's snapshot (docs/runtime.md, "The report pump").
+enum class PumpSnapshot {
+  Default,           // SideStreamCopies, until the H200 measures the kernel route (docs/perf-notes.md)
+  SideStreamCopies,  // a device copy of the counters on the engine's stream; the host copies on a side stream
+  Kernel,            // one kernel on the engine's stream writes counters and new rows into pinned host memory
+};
+
 // The engine's dimensions, from which Capacities are derived (derive_capacities()).
 struct EngineDimensions {
   std::int64_t pool_slots = 0;              // KV slots of the full-attention pool (canary records per buffer)
@@ -60,6 +67,7 @@ struct CanaryConfig {
   std::function<void(const std::string&)> sink;
   std::int64_t ring_capacity = 1024;          // violation rows kept per group (fill once; the count keeps growing)
   std::int64_t pump_rows_per_step = 64;       // ring rows the asynchronous pump copies per group and step
+  PumpSnapshot pump_snapshot = PumpSnapshot::Default;
 
   // ---- passes ----
   std::int64_t sweep_interval = 0;            // > 0: sweep() is expected every that many steps (0: never)

@@ -3,7 +3,8 @@
 
 // Where the report pump's device-to-host copies run (docs/runtime.md, "The report pump"). On CUDA: a
 // non-blocking side stream that waits on an event of the engine's stream (no host wait), copies into
-// pinned memory and records a second event, which the host waits on one step later. Elsewhere the host
+// pinned memory and records a second event, which the host waits on one step later; or, for the kernel
+// route, that event recorded on the engine's stream after the snapshot kernel. Elsewhere the host
 // backends run the copies on the engine's instance and wait() fences it.
 
 #include <Kokkos_Core.hpp>
@@ -27,6 +28,8 @@ class SideChannel {
   const ExecutionSpace& space() const { return space_; }
   // After the side copies were issued.
   void record() {}
+  // After a snapshot kernel on the engine's instance (PumpSnapshot::Kernel): wait() then waits for it.
+  void record_on_engine() {}
   void wait() { space_.fence(); }
 
  private:
@@ -64,6 +67,7 @@ class SideChannel<Kokkos::Cuda> {
   }
   const Kokkos::Cuda& space() const { return side_; }
   void record() { check_cuda(cudaEventRecord(copied_, stream_), "cudaEventRecord"); }
+  void record_on_engine() { check_cuda(cudaEventRecord(copied_, engine_), "cudaEventRecord"); }
   void wait() { check_cuda(cudaEventSynchronize(copied_), "cudaEventSynchronize"); }
 
  private:
