@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import re
 import statistics
 import subprocess
@@ -267,7 +268,9 @@ def main() -> None:
     timing = dict(calls=args.calls, replays=args.replays, trials=args.trials) if device.type == "cuda" else \
         dict(calls=2, replays=1, trials=1)  # the dry run: every check, a few eager calls
     bench = Bench(device)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    # KVCANARY_COMMIT first, as gpu-check.sh: a copied tree may carry a stale .git of its own
+    commit = os.environ.get("KVCANARY_COMMIT") or subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     where = torch.cuda.get_device_name(device) if bench.cuda else "cpu (eager dry run: not comparable)"
     print(f"kvcanary Python {'graph' if bench.cuda else 'eager'} timing, {time.strftime('%Y-%m-%d')}, commit "
           f"{commit or '?'}, {where}, torch {torch.__version__}; {timing['calls']} calls per graph, "
