@@ -16,15 +16,19 @@
 # 3. install and build + run cmake/consumer against the install (find_package(KVCanary) must re-find
 #    Kokkos, and Kokkos Kernels only where the build used it);
 # 4. syntax check (-fsyntax-only) of every host translation unit (src/, unit_tests/, perf_tests/, both
-#    Serial and OpenMP drivers) twice: with Serial + OpenMP turned on in a copy of the packaged config
-#    header, and the same with every KOKKOS_ENABLE_DEPRECATED_CODE_* macro removed (as a Kokkos configured
-#    with -DKokkos_ENABLE_DEPRECATED_CODE_4/5=OFF). No Kokkos without deprecated code is linked or run;
+#    Serial and OpenMP drivers) with Serial + OpenMP turned on in a copy of the packaged config header and
+#    every KOKKOS_ENABLE_DEPRECATED_CODE_* macro removed (as a Kokkos configured with
+#    -DKokkos_ENABLE_DEPRECATED_CODE_4/5=OFF). No Kokkos without deprecated code is linked or run. (The
+#    same check with deprecated code as packaged was dropped on 2026-12-05 to keep CI within its hour: step 1
+#    already compiles every unit with it on the packaged backend, and no unit ever failed only there);
 # 5. CUDA compile (nvcc -c for sm_90, device code included, nothing linked or run) of the CUDA translation
 #    units (unit tests, graph test, perf driver) with Serial + CUDA turned on in a copy of the packaged
-#    config header and deprecated code removed; skipped when there is no nvcc ($CUDA_HOME/bin/nvcc), and
-#    for Kokkos 4.x with CUDA 13 (Kokkos 4.x's own CUDA headers do not compile with CUDA 13).
+#    config header and deprecated code removed, for the versions in CUDA_VERSIONS (default 5.0.2, the
+#    newest with Kokkos Kernels, so its CUDA path is compiled too; ~220 s per version on 2 cores, so CI
+#    compiles one; CUDA_VERSIONS="5.0.2 5.2.2" adds the newest Kokkos); skipped when there is no nvcc ($CUDA_HOME/bin/nvcc),
+#    and for Kokkos 4.x with CUDA 13 (Kokkos 4.x's own CUDA headers do not compile with CUDA 13).
 #
-# Environment: JOBS, KOKKOS_DEB_HOME (default ~/.cache/kokkos-debian).
+# Environment: JOBS, KOKKOS_DEB_HOME (default ~/.cache/kokkos-debian), CUDA_VERSIONS (space-separated).
 set -euo pipefail
 KV_SCRIPT=check-kokkos-versions
 # shellcheck source=lib/common.sh
@@ -32,6 +36,7 @@ source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/lib/common.sh"  # the re
 
 for arg in "$@"; do case $arg in -h|--help) kv_usage; exit 0 ;; esac; done
 if [ $# -gt 0 ]; then VERSIONS=("$@"); else VERSIONS=(4.5.1 5.0.2 5.2.2); fi
+CUDA_VERSIONS=${CUDA_VERSIONS:-5.0.2}
 
 kv_log "dependencies (apt packages for the host build)"
 "$KV_ROOT/scripts/setup-deps.sh" cpu > /dev/null
@@ -121,14 +126,15 @@ check_version() {  # check_version VERSION: steps 1-4; returns non-zero at the f
     || { tail -30 "$work/consumer.log" >&2; kv_log "[$version] consumer configure/build failed"; return 1; }
   OMP_NUM_THREADS=2 OMP_PROC_BIND=false "$work/consumer/kvcanary_consumer" || return 1
 
-  local mode
-  for mode in packaged nodep; do
-    kv_log "[$version] 4. syntax check, Serial + OpenMP, deprecated code $([ $mode = nodep ] && echo removed || echo as packaged)"
-    make_overlay "$KOKKOS_INCLUDE" "$build/overlay-$mode" "SERIAL OPENMP" "$([ $mode = nodep ] && echo nodep)"
-    (cd "$KV_ROOT" && python3 scripts/lib/syntax_check.py host "$build" "$build/overlay-$mode" "$JOBS" "${HOST_SOURCES[@]}") \
-      || return 1
-  done
+  kv_log "[$version] 4. syntax check, Serial + OpenMP, deprecated code removed"
+  make_overlay "$KOKKOS_INCLUDE" "$build/overlay-nodep" "SERIAL OPENMP" nodep
+  (cd "$KV_ROOT" && python3 scripts/lib/syntax_check.py host "$build" "$build/overlay-nodep" "$JOBS" "${HOST_SOURCES[@]}") \
+    || return 1
 
+  if [[ " $CUDA_VERSIONS " != *" $version "* ]]; then
+    kv_log "[$version] 5. CUDA compile: not asked (CUDA_VERSIONS=$CUDA_VERSIONS)"
+    return 0
+  fi
   if [ ! -x "$NVCC" ]; then
     kv_log "[$version] 5. CUDA compile: SKIPPED (no nvcc at $NVCC)"
     return 0
