@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import sys
 import threading
+from time import perf_counter
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional
 
@@ -130,17 +131,22 @@ def _install_patches():
             return orig_compute(self, model, batch_data)
         clock = handle._clock(self) if handle.config.timing else None
         on_stream = handle._on_compute_stream(self)  # the canary runs in order with the forward, on its stream
-        t0 = clock() if clock else None
+        if clock:
+            t0, h0 = clock(), perf_counter()
         with on_stream():
             step = handle._before_forward(self, batch_data)
-        t1 = clock() if clock else None
+        if clock:
+            t1, h1 = clock(), perf_counter()
         orig_compute(self, model, batch_data)
-        t2 = clock() if clock else None
+        if clock:
+            t2, h2 = clock(), perf_counter()
         if step is not None:
             with on_stream():
                 handle._after_forward(self, batch_data, step)
             if clock:
-                handle.timings.append((step["step"], step["cu_q"][-1], len(step["rids"]), t0, t1, t2, clock()))
+                t3, h3 = clock(), perf_counter()
+                handle.timings.append((step["step"], step["cu_q"][-1], len(step["rids"]), t0, t1, t2, t3,
+                                       h1 - h0 + h3 - h2))
 
     def copy_cache(self, list_source_blocks, list_forked_blocks):
         orig_copy(self, list_source_blocks, list_forked_blocks)
@@ -238,7 +244,9 @@ class Handle:
         self._last = None                     # the last step's mapping, for attribution
         self._offloaded: Dict[str, list] = {}  # request id -> its records while its KV sits in the CPU pool
         self.on_step: Optional[Callable] = None  # on_step(step, mapping, batch_data), pre-forward: for tools
-        self.timings: list = []  # config.timing: (step, tokens, requests, t0, t1, t2, t3) per guarded step
+        # config.timing: (step, tokens, requests, t0, t1, t2, t3, canary host seconds) per guarded step; t0..t3 on
+        # the engine's stream (before / after the canary's pre-forward work, after the forward, after the write)
+        self.timings: list = []
         self._ncols = 0                       # the canary page table's columns (max_context)
         self._pin = False                     # CUDA: the step's upload goes through pinned host memory
         self._arange = None                   # 0, 1, 2, ... on the device, for the scatters
@@ -271,15 +279,18 @@ class Handle:
         return record
 
     def step_times_ms(self):
-        """Per timed step: (step, tokens, requests, canary ms (before + after the forward), model step ms)."""
+        """Per timed step: (step, tokens, requests, canary ms (before + after the forward), model step ms, canary
+        host ms). The first two are on the engine's stream (CUDA events; the host clock on CPU): where the host
+        is slower than the device, as in an eager engine, the stream waits for it and they equal host time. The
+        last is the host clock around the canary's two calls."""
         out = []
-        for step, tokens, reqs, t0, t1, t2, t3 in self.timings:
+        for step, tokens, reqs, t0, t1, t2, t3, host in self.timings:
             if isinstance(t0, float):
                 head, model, tail = (t1 - t0) * 1e3, (t2 - t1) * 1e3, (t3 - t2) * 1e3
             else:
                 t3.synchronize()
                 head, model, tail = t0.elapsed_time(t1), t1.elapsed_time(t2), t2.elapsed_time(t3)
-            out.append((step, tokens, reqs, head + tail, model))
+            out.append((step, tokens, reqs, head + tail, model, host * 1e3))
         return out
 
     # -- public --
