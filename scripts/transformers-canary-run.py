@@ -220,8 +220,14 @@ def main() -> int:
     ap.add_argument("--deadline", type=float, default=None,
                     help="wall clock (epoch seconds) by which to be done: the clean traffic stops short of it, and "
                          "overhead rows not started by then are skipped (both then fail the run)")
+    ap.add_argument("--sdpa-cudnn", action="store_true",
+                    help="CUDA: leave torch's cuDNN attention on (default: off; docs/transformers.md, 'Device run')")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
+    if args.device == "cuda" and not args.sdpa_cudnn:
+        # torch 2.11 tries cuDNN attention first on sm90; with the bias mask of transformers' paged|sdpa it builds a
+        # cuDNN graph for every new key length, per thread (each generate_batch has a new one): ~70 ms a step
+        torch.backends.cuda.enable_cudnn_sdp(False)
     dtype = getattr(torch, args.dtype) if args.dtype else (torch.bfloat16 if args.device == "cuda" else torch.float32)
     vocab = SHAPES[args.shape]["vocab_size"]
     result = dict(args=vars(args), torch=torch.__version__, transformers=transformers.__version__, ok=True)
@@ -234,8 +240,12 @@ def main() -> int:
     def out(line=""):
         print(line, flush=True)
 
+    sdpa = ""
+    if args.device == "cuda":
+        result["cudnn_sdpa"] = torch.backends.cuda.cudnn_sdp_enabled()
+        sdpa = f", SDPA cuDNN {'on' if result['cudnn_sdpa'] else 'off'}"
     out(f"# kvcanary on transformers {transformers.__version__} continuous batching, torch {torch.__version__}, "
-        f"{args.device}, shape {args.shape}, {dtype}")
+        f"{args.device}, shape {args.shape}, {dtype}{sdpa}")
     t = time.perf_counter()
     model = build(args.shape, args.device, dtype)
     print(f"model {args.shape} built in {time.perf_counter() - t:.1f} s", file=sys.stderr, flush=True)
