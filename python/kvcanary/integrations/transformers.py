@@ -514,8 +514,9 @@ class Handle:
         dst.view(-1)[idx[:, 1]] = src[idx[:, 0]].to(dst.dtype)
 
     def _aranged(self, n):
-        if self._arange is None or self._arange.shape[0] < n:
-            self._arange = self._torch.arange(max(n, 4096), dtype=self._torch.int64, device=self._groups[0].device)
+        if self._arange is None or self._arange.shape[0] < n:  # grows by doubling: contexts grow a token a step
+            size = max(n, 4096, 2 * (0 if self._arange is None else self._arange.shape[0]))
+            self._arange = self._torch.arange(size, dtype=self._torch.int64, device=self._groups[0].device)
         return self._arange[:n]
 
     def _plan_rows(self, group, g, bd, m, upload):
