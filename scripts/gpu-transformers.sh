@@ -10,7 +10,8 @@
 #              kvcanary already lists the cuda backend and was built from this checkout's commit.
 # faults       $FAULT_TRIALS trials (default 2) of each planted engine fault on the 1B shape, then $CLEAN_STEPS clean
 #              engine steps (default 10000; 80% on a Llama of shape $CLEAN_SHAPE, default small = the 1B's KV geometry
-#              in 4 layers, 20% on a tiny Qwen2 with sliding layers), stopped short of the call's deadline.
+#              in 4 layers, 20% on a tiny Qwen2 with sliding layers; traffic seed $SEED, default 1), stopped short
+#              of the call's deadline.
 # overhead-1b  1B shape, decode batches $BATCHES (default 1,16,64) x contexts $CONTEXTS (default 1024,8192), at least
 #              $DECODE (default 16) full-batch decode steps a row: canary ms per decode step, share of the model's
 #              step, tokens/s on/off. real-KV partial. Rows not started by its deadline are skipped.
@@ -71,7 +72,7 @@ run() {  # stage, deadline, args...
 }
 
 has faults && run faults "$DEADLINE" --shape 1b --clean-shape "${CLEAN_SHAPE:-small}" \
-  --clean-steps "${CLEAN_STEPS:-10000}" --fault-trials "${FAULT_TRIALS:-2}"
+  --clean-steps "${CLEAN_STEPS:-10000}" --fault-trials "${FAULT_TRIALS:-2}" --seed "${SEED:-1}"
 for shape in 1b 8b; do
   has "overhead-$shape" || continue
   deadline=$DEADLINE
