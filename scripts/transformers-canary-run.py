@@ -19,6 +19,7 @@ decode step, or the deadline cut the clean traffic short of --clean-steps.
 """
 
 import argparse
+import gc
 import json
 import random
 import statistics
@@ -66,6 +67,14 @@ def build(shape, device, dtype, kind="llama"):
         else:
             model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**cfg))
     return model.to(dtype).eval()
+
+
+def settle():
+    """Freeze what lives through the run (models, modules) out of the garbage collector's view: transformers runs
+    gc.collect() twice per generate_batch, and each pass otherwise walks every object of the process (on the CPU
+    the clean traffic went from ~118 to ~193 steps/s). Behaviour is unchanged; frozen cycles are never freed."""
+    gc.collect()
+    gc.freeze()
 
 
 def cb(blocks, batch_tokens, block_size=16):
@@ -248,6 +257,7 @@ def main() -> int:
         f"{args.device}, shape {args.shape}, {dtype}{sdpa}")
     t = time.perf_counter()
     model = build(args.shape, args.device, dtype)
+    settle()
     print(f"model {args.shape} built in {time.perf_counter() - t:.1f} s", file=sys.stderr, flush=True)
     if args.device == "cpu":
         faults.unpinned_offload_pool()
@@ -279,6 +289,7 @@ def main() -> int:
                 m = model if clean_shape == args.shape else build(clean_shape, args.device, dtype)
             else:
                 m = build("tiny", args.device, dtype, kind)
+            settle()
             deadline = args.deadline
             if deadline is not None and kind == "llama":  # leave the sliding-window part its share
                 deadline = start + share * (deadline - start)
