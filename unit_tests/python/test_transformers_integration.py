@@ -254,3 +254,23 @@ def test_raise_mode_fails_the_engine_step(llama):
     failed = [k for k, v in out.items() if getattr(v, "error", None)]
     assert failed, {k: getattr(v, "status", None) for k, v in out.items()}
     assert isinstance(kvt.CanaryViolationInEngine([]), kvcanary.CanaryViolation)
+
+
+def test_overhead_run_measures_full_batch_decode_steps(llama):
+    """The overhead table's rows come from decode steps with every request decoding. At batch > 1 the H200 run of
+    6e6455a had none (nan rows): the FIFO scheduler's 15 % safety margin held the last prefills back, and the
+    first requests finished decoding before the last finished their chunked prefill. Here both happen without
+    the fix (16 x 256 tokens, 512 per step: 8 prefill steps, 8 decode steps)."""
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[2] / "scripts" / "transformers-canary-run.py"
+    spec = importlib.util.spec_from_file_location("transformers_canary_run", path)
+    run = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run)
+    row = run.overhead(llama, batch=16, context=256, decode=8, vocab=1000, device="cpu", real_kv="partial",
+                       prefill_tokens=512)
+    assert "error" not in row, row
+    assert row["decode_steps_off"] >= 8 and row["decode_steps_on"] >= 8
+    assert row["failed_requests_off"] == 0 == row["failed_requests_on"] and row["violations"] == 0
+    assert row["canary_ms"] > 0 and row["canary_host_ms"] > 0 and row["model_ms"] > 0

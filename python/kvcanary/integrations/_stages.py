@@ -44,7 +44,7 @@ class StageGroup:
 
     def __init__(self, *, num_slots: int, pool_rows: int, max_context: int, max_batch: int, max_tokens: int,
                  k_cache: Sequence, v_cache: Sequence, real_kv_mode: RealKvMode, sliding_window: int,
-                 device, ring_capacity: int = 4096):
+                 device, ring_capacity: int = 4096, expected_tokens=None):
         import torch
 
         self.device = device
@@ -59,7 +59,9 @@ class StageGroup:
         self.real_kv = [real_kv_sources(k_cache, real_kv_mode), real_kv_sources(v_cache, real_kv_mode)]
         self.ring = kvcanary.ViolationRing.allocate(ring_capacity, **alloc)
         self.req_to_token = torch.zeros((pool_rows, max_context), dtype=torch.int32, device=device)
-        self.expected_tokens = torch.full((pool_rows, max_context), -1, dtype=torch.int32, device=device)
+        # expected_tokens: another group's table to share (the same requests in the same rows), or a new one
+        self.expected_tokens = (torch.full((pool_rows, max_context), -1, dtype=torch.int32, device=device)
+                                if expected_tokens is None else expected_tokens)
         self.chain_position_assert = torch.ones((1,), dtype=torch.int32, device=device)
         self.lut = (torch.arange(num_slots, dtype=torch.int64, device=device) if self.sliding else None)
         self.token_staging = torch.zeros((3, max_tokens), dtype=torch.int64, device=device)
@@ -95,11 +97,14 @@ class StageGroup:
         for buf in self.buffers:
             buf.records[dst] = buf.records[src]
 
-    def ring_count(self) -> int:
-        return int(self.ring.count[0])
-
     def read(self) -> "kvcanary.Report":
         return kvcanary.read_report(self.ring, keep_never_written=True)
 
-    def plan_status(self):
-        return int(self.status.input_error_bits[0]), int(self.status.first_bad_row[0])
+
+def poll(groups: Sequence[StageGroup]):
+    """[(ring count, plan input_error_bits, first_bad_row)] of every group, in one device->host read."""
+    import torch
+
+    flat = torch.cat([t for g in groups for t in (g.ring.count, g.status.input_error_bits,
+                                                  g.status.first_bad_row)]).tolist()
+    return [tuple(flat[3 * i:3 * i + 3]) for i in range(len(groups))]

@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import sys
 import threading
+from time import perf_counter
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional
 
 import kvcanary
 from kvcanary import FailReason, KernelKind, RealKvMode
 
-from ._stages import StageGroup
+from ._stages import StageGroup, poll
 
 __all__ = ["CanaryConfig", "Handle", "Violation", "CanaryReport", "attach"]
 
@@ -130,17 +131,22 @@ def _install_patches():
             return orig_compute(self, model, batch_data)
         clock = handle._clock(self) if handle.config.timing else None
         on_stream = handle._on_compute_stream(self)  # the canary runs in order with the forward, on its stream
-        t0 = clock() if clock else None
+        if clock:
+            t0, h0 = clock(), perf_counter()
         with on_stream():
             step = handle._before_forward(self, batch_data)
-        t1 = clock() if clock else None
+        if clock:
+            t1, h1 = clock(), perf_counter()
         orig_compute(self, model, batch_data)
-        t2 = clock() if clock else None
+        if clock:
+            t2, h2 = clock(), perf_counter()
         if step is not None:
             with on_stream():
                 handle._after_forward(self, batch_data, step)
             if clock:
-                handle.timings.append((step["step"], step["cu_q"][-1], len(step["rids"]), t0, t1, t2, clock()))
+                t3, h3 = clock(), perf_counter()
+                handle.timings.append((step["step"], step["cu_q"][-1], len(step["rids"]), t0, t1, t2, t3,
+                                       h1 - h0 + h3 - h2))
 
     def copy_cache(self, list_source_blocks, list_forked_blocks):
         orig_copy(self, list_source_blocks, list_forked_blocks)
@@ -238,7 +244,12 @@ class Handle:
         self._last = None                     # the last step's mapping, for attribution
         self._offloaded: Dict[str, list] = {}  # request id -> its records while its KV sits in the CPU pool
         self.on_step: Optional[Callable] = None  # on_step(step, mapping, batch_data), pre-forward: for tools
-        self.timings: list = []  # config.timing: (step, tokens, requests, t0, t1, t2, t3) per guarded step
+        # config.timing: (step, tokens, requests, t0, t1, t2, t3, canary host seconds) per guarded step; t0..t3 on
+        # the engine's stream (before / after the canary's pre-forward work, after the forward, after the write)
+        self.timings: list = []
+        self._ncols = 0                       # the canary page table's columns (max_context)
+        self._pin = False                     # CUDA: the step's upload goes through pinned host memory
+        self._arange = None                   # 0, 1, 2, ... on the device, for the scatters
 
     @staticmethod
     def _on_compute_stream(runner):
@@ -268,15 +279,18 @@ class Handle:
         return record
 
     def step_times_ms(self):
-        """Per timed step: (step, tokens, requests, canary ms (before + after the forward), model step ms)."""
+        """Per timed step: (step, tokens, requests, canary ms (before + after the forward), model step ms, canary
+        host ms). The first two are on the engine's stream (CUDA events; the host clock on CPU): where the host
+        is slower than the device, as in an eager engine, the stream waits for it and they equal host time. The
+        last is the host clock around the canary's two calls."""
         out = []
-        for step, tokens, reqs, t0, t1, t2, t3 in self.timings:
+        for step, tokens, reqs, t0, t1, t2, t3, host in self.timings:
             if isinstance(t0, float):
                 head, model, tail = (t1 - t0) * 1e3, (t2 - t1) * 1e3, (t3 - t2) * 1e3
             else:
                 t3.synchronize()
                 head, model, tail = t0.elapsed_time(t1), t1.elapsed_time(t2), t2.elapsed_time(t3)
-            out.append((step, tokens, reqs, head + tail, model))
+            out.append((step, tokens, reqs, head + tail, model, host * 1e3))
         return out
 
     # -- public --
@@ -312,7 +326,7 @@ class Handle:
         max_context = cfg.max_context or cache.num_pages
         layers = _layers_to_fingerprint(len(cache.key_cache), cfg.real_kv_layers)
         groups = []
-        for cm in cache.group_cache_managers:
+        for cm in cache.group_cache_managers:  # groups share one expected-token table (same requests, same rows)
             window = getattr(cm, "sliding_window", None)
             sliding = type(cm).__name__.startswith("Sliding")
             groups.append(StageGroup(
@@ -321,11 +335,14 @@ class Handle:
                 v_cache=[cache.value_cache[j] for j in layers], real_kv_mode=mode,
                 # the engine reads the window's last W-1 positions before the step's own (cache.get_seqlens_k)
                 sliding_window=(window - 1) if sliding else 0, device=cache.key_cache[0].device,
-                ring_capacity=cfg.ring_capacity))
+                ring_capacity=cfg.ring_capacity, expected_tokens=groups[0].expected_tokens if groups else None))
         self._pump(self._step, None)
         self._cache, self._groups = cache, groups
         self._rows, self._filled, self._free_rows = {}, {}, list(range(max_requests, 0, -1))
         self._torch = torch
+        self._ncols = max_context
+        self._pin = groups[0].device.type == "cuda"
+        self._arange = None
 
     def _row_of(self, rid: str) -> int:
         row = self._rows.get(rid)
@@ -384,6 +401,10 @@ class Handle:
                 buf.records[slots] = rec[: slots.shape[0]]
 
     # -- one engine step --
+    # Host work per step, kept small because an eager engine's step waits for it: the step's small integer arrays
+    # (rows, lengths, the scatter segments, the newly known expected tokens) go to the device in ONE copy, from
+    # pinned memory without a sync on CUDA; the page-table rows are filled by one gather/scatter per source index
+    # tensor; per-step reads of the rings are one device->host read for all groups (see _pump).
     def _before_forward(self, runner, bd):
         with _LOCK:
             if not self._attached:
@@ -395,7 +416,6 @@ class Handle:
                 return None
             if runner.cache is not self._cache:
                 self._bind(runner.cache)
-            torch = self._torch
             self._step += 1
             step = self._step
             rids = [f.state.request_id for f in futures]
@@ -407,24 +427,28 @@ class Handle:
             if not self.config.guard:  # the baseline of an overhead run: the step is timed, nothing else
                 return dict(step=step, rids=rids, past=past, q=q, cu_q=cu_q)
             rows = [self._row_of(r) for r in rids]
-            ncols = self._groups[0].req_to_token.shape[1]
+            ncols = self._ncols
             too_long = [r for r, p, qi in zip(rids, past, q) if p + qi > ncols]
             if too_long:
                 raise ValueError(f"kvcanary: request {too_long[0]} reaches past max_context={ncols}; "
                                  "raise CanaryConfig.max_context")
-            dev = self._groups[0].device
-            lt = lambda v: torch.tensor(v, dtype=torch.int64, device=dev)  # noqa: E731
-            rows_t, past_t, q_t = lt(rows), lt(past), lt(q)
-            valid = self._fill_expected(futures, rids, rows, past)
-            valid_t = lt(valid)
+            upload = _Upload()
+            rows_u, past_u, q_u = upload.add(rows), upload.add(past), upload.add(q)
+            valid, expected = self._fill_expected(futures, rids, rows, past, upload)
+            valid_u = upload.add(valid)
             fast = bool(getattr(io, "use_block_table", False)) and bd.get("block_table") is not None
-            mapping = dict(step=step, rids=rids, rows=rows, past=past, q=q, cu_q=cu_q, fast=fast,
-                           rows_t=rows_t, past_t=past_t)
+            mapping = dict(step=step, rids=rids, rows=rows, past=past, q=q, cu_q=cu_q, fast=fast)
             if self.on_step is not None:
                 self.on_step(step, mapping, bd)
-            for g, group in enumerate(self._groups):
-                self._fill_rows(group, g, bd, mapping)
-                group.head(req_pool_indices=rows_t, prefix_lens=past_t, extend_seq_lens=q_t, valid_lens=valid_t)
+            fills = [self._plan_rows(group, g, bd, mapping, upload) for g, group in enumerate(self._groups)]
+            dev = upload.send(self._groups[0].device, self._pin)
+            rows_t, past_t = dev(rows_u), dev(past_u)
+            mapping.update(rows_t=rows_t, past_t=past_t)
+            self._scatter(self._groups[0].expected_tokens, dev, expected)
+            for g, (group, fill) in enumerate(zip(self._groups, fills)):
+                self._fill_rows(group, g, bd, mapping, dev, fill)
+                group.head(req_pool_indices=rows_t, prefix_lens=past_t, extend_seq_lens=dev(q_u),
+                           valid_lens=dev(valid_u))
                 w = group.swa_window_size
                 self._report.verified_slots += sum(min(p, w) if w else p for p in past)
             self._last = mapping
@@ -453,11 +477,12 @@ class Handle:
             if self.config.per_step:
                 self._pump(mapping["step"], mapping)
 
-    def _fill_expected(self, futures, rids, rows, past) -> List[int]:
-        """Append each request's newly known prompt / generated ids to its expected-token row (one copy)."""
-        torch = self._torch
-        dst, vals, valid = [], [], []
-        ncols = self._groups[0].expected_tokens.shape[1]
+    def _fill_expected(self, futures, rids, rows, past, upload):
+        """Each request's newly known prompt / generated ids, appended to its expected-token row: one segment per
+        request that has new ones (the values ride in the step's upload). Returns (valid lengths, segments)."""
+        valid, segments = [], _Segments(upload)
+        ncols = self._ncols
+        vals = []
         for f, rid, row, p in zip(futures, rids, rows, past):
             st = f.state
             if p == 0:
@@ -466,81 +491,93 @@ class Handle:
             init, gen = st.initial_tokens, st.generated_tokens
             want = min(p, len(init) + len(gen))
             if want > n:
-                new = (init[n:want] if n < len(init) else []) + gen[max(0, n - len(init)):max(0, want - len(init))]
-                dst.extend(range(row * ncols + n, row * ncols + want))
-                vals.extend(new)
+                segments.add(len(vals), row * ncols + n, want - n)
+                if n < len(init):
+                    vals.extend(init[n:want])
+                if want > len(init):
+                    vals.extend(gen[max(0, n - len(init)):want - len(init)])
                 self._filled[rid] = n = want
             valid.append(n)
-        if dst:
-            dev = self._groups[0].device
-            index = torch.tensor(dst, dtype=torch.int64, device=dev)
-            value = torch.tensor(vals, dtype=torch.int32, device=dev)
-            for group in self._groups:
-                group.expected_tokens.view(-1)[index] = value
-        return valid
+        segments.source = upload.add(vals)
+        return valid, segments.close()
 
-    def _scatter(self, group, src, src_starts, dst_starts, lens, rows_t):
-        """rtt[row_i, dst_i + k] = src[src_i + k] for k < len_i, on the device (host->device: the B-long lists only)."""
+    def _scatter(self, dst, dev, segments, src=None):
+        """dst.view(-1)[d_i + k] = src[s_i + k] for k < len_i over the segments: one repeat_interleave, one gather
+        and one scatter on the device (src: the engine's index tensor, or the upload's values when None)."""
+        if segments is None:
+            return
         torch = self._torch
-        total = sum(lens)
-        if total == 0:
-            return
-        dev = group.device
-        lens_t = torch.tensor(lens, dtype=torch.int64, device=dev)
-        seg = torch.repeat_interleave(torch.arange(len(lens), device=dev), lens_t, output_size=total)
-        starts = torch.tensor([0] + lens[:-1], dtype=torch.int64, device=dev).cumsum(0)
-        k = torch.arange(total, device=dev) - starts[seg]
-        ncols = group.req_to_token.shape[1]
-        src_idx = torch.tensor(src_starts, dtype=torch.int64, device=dev)[seg] + k
-        dst_idx = rows_t[seg] * ncols + torch.tensor(dst_starts, dtype=torch.int64, device=dev)[seg] + k
-        group.req_to_token.view(-1)[dst_idx] = src[src_idx].to(torch.int32)
+        src = dev(segments.source) if src is None else src
+        idx = torch.repeat_interleave(dev(segments.table).view(-1, 2), dev(segments.lengths), dim=0,
+                                      output_size=segments.total)
+        idx += self._aranged(segments.total)[:, None]
+        dst.view(-1)[idx[:, 1]] = src[idx[:, 0]].to(dst.dtype)
 
-    def _fill_rows(self, group, g, bd, m):
-        """The page-table rows this step reads, from the engine's own index tensors."""
-        torch, past, q, rows_t = self._torch, m["past"], m["q"], m["rows_t"]
-        if m["fast"]:  # decode fast path (FA on CUDA): slots from block_table[g, i, p // bs]
-            bs = self._cache.block_size
-            bt = bd["block_table"][g, :len(q)].to(torch.int64)
-            slots = (bt[:, :, None] * bs + torch.arange(bs, device=bt.device)).reshape(len(q), -1)
-            width = min(slots.shape[1], group.req_to_token.shape[1])
-            group.req_to_token[rows_t, :width] = slots[:, :width].to(torch.int32)
-            return
+    def _aranged(self, n):
+        if self._arange is None or self._arange.shape[0] < n:  # grows by doubling: contexts grow a token a step
+            size = max(n, 4096, 2 * (0 if self._arange is None else self._arange.shape[0]))
+            self._arange = self._torch.arange(size, dtype=self._torch.int64, device=self._groups[0].device)
+        return self._arange[:n]
+
+    def _plan_rows(self, group, g, bd, m, upload):
+        """Host side of _fill_rows: the segments of the engine's index tensors that become page-table rows."""
+        past, q, rows, ncols = m["past"], m["q"], m["rows"], self._ncols
+        if m["fast"]:
+            return None
         read = bd["read_index"][g]
         if group.sliding:
             w = group.swa_window_size  # W - 1 positions of the past are read
             n = [min(p, w) for p in past]
+            window = None
             if read.numel():
-                cu_k, acc = [], 0
-                for ni, qi in zip(n, q):
-                    cu_k.append(acc)
+                window, acc = _Segments(upload), 0
+                for r, p, ni, qi in zip(rows, past, n, q):
+                    window.add(acc, r * ncols + p - ni, ni)
                     acc += ni + qi
-                self._scatter(group, read, cu_k, [p - ni for p, ni in zip(past, n)], n, rows_t)
-            self._scatter(group, bd["write_index"][g], m["cu_q"][:-1], past, q, rows_t)
+                window = window.close()
+            new = _Segments(upload)
+            for r, p, c, qi in zip(rows, past, m["cu_q"], q):
+                new.add(c, r * ncols + p, qi)
             # the position before the window: a slot the rolling buffer may have reused, so its chain link is
             # not checked (0 = slot 0, never verified; see docs/transformers.md)
-            pre = [(r, p - ni - 1) for r, p, ni in zip(m["rows"], past, n) if p - ni - 1 >= 0]
-            if pre:
-                ncols = group.req_to_token.shape[1]
-                idx = torch.tensor([r * ncols + c for r, c in pre], dtype=torch.int64, device=group.device)
-                group.req_to_token.view(-1)[idx] = 0
+            pre = [r * ncols + p - ni - 1 for r, p, ni in zip(rows, past, n) if p - ni - 1 >= 0]
+            return window, new.close(), upload.add(pre) if pre else None
+        if not read.numel():
+            return None
+        full, acc = _Segments(upload), 0  # full attention: the slots of positions 0 .. past + q - 1, in request order
+        for r, p, qi in zip(rows, past, q):
+            full.add(acc, r * ncols, p + qi)
+            acc += p + qi
+        return full.close()
+
+    def _fill_rows(self, group, g, bd, m, dev, fill):
+        """The page-table rows this step reads, from the engine's own index tensors."""
+        torch, q, rows_t = self._torch, m["q"], m["rows_t"]
+        if m["fast"]:  # decode fast path (FA on CUDA): slots from block_table[g, i, p // bs]
+            bs = self._cache.block_size
+            bt = bd["block_table"][g, :len(q)].to(torch.int64)
+            slots = (bt[:, :, None] * bs + self._aranged(bs)).reshape(len(q), -1)
+            width = min(slots.shape[1], group.req_to_token.shape[1])
+            group.req_to_token[rows_t, :width] = slots[:, :width].to(torch.int32)
             return
-        if read.numel():  # full attention: the slots of positions 0 .. past + q - 1, in request order
-            starts, acc = [], 0
-            for p, qi in zip(past, q):
-                starts.append(acc)
-                acc += p + qi
-            self._scatter(group, read, starts, [0] * len(q), [p + qi for p, qi in zip(past, q)], rows_t)
+        if group.sliding:
+            window, new, pre = fill
+            self._scatter(group.req_to_token, dev, window, bd["read_index"][g])
+            self._scatter(group.req_to_token, dev, new, bd["write_index"][g])
+            if pre is not None:
+                group.req_to_token.view(-1)[dev(pre)] = 0
+            return
+        self._scatter(group.req_to_token, dev, fill, bd["read_index"][g])
 
     # -- reports --
     def _pump(self, step, mapping) -> None:
         if not self._groups:
             return
         new_rows = []
-        for group in self._groups:
-            if group.ring_count() > group.ring._reported:
+        for group, (count, err, first) in zip(self._groups, poll(self._groups)):
+            if count > group.ring._reported:
                 rep = group.read()
                 new_rows.extend((group, r, l) for r, l in zip(rep.rows, rep.lines))
-            err, first = group.plan_status()
             if err and mapping is not None:
                 msg = f"step {step}: plan input_error_bits={err} first_bad_row={first}"
                 self._report.plan_errors.append(msg)
@@ -585,6 +622,47 @@ class Handle:
         return Violation(step=step, request_ids=tuple(rids), expected_positions=tuple(positions),
                          kind=KernelKind(kind).name, slot=slot, stored_position=spos, stored_token=stok,
                          expected_token=etok, reasons=bits, line=line)
+
+
+class _Upload:
+    """The small int64 arrays of one step, packed on the host and sent to the device in one copy (CUDA: from
+    pinned memory, non-blocking; torch's pinned-memory cache keeps a block until its copy has run)."""
+
+    def __init__(self):
+        self.values: List[int] = []
+
+    def add(self, values) -> slice:
+        start = len(self.values)
+        self.values.extend(values)
+        return slice(start, len(self.values))
+
+    def send(self, device, pin: bool):
+        import torch
+
+        host = torch.tensor(self.values, dtype=torch.int64, pin_memory=pin)
+        on_device = host.to(device, non_blocking=True) if pin else host
+        return on_device.__getitem__  # part (a slice from add) -> a view of the device copy
+
+
+class _Segments:
+    """Runs dst[d + k] = src[s + k], k < n, in one table: per run (s - o, d - o) and n, o being the run's start in
+    their concatenation, so that the device computes every index as table[run] + k with one repeat_interleave."""
+
+    def __init__(self, upload: _Upload):
+        self.upload, self.pairs, self.lens, self.total = upload, [], [], 0
+        self.table = self.lengths = self.source = None  # parts of the upload (source: values that ride in it)
+
+    def add(self, s: int, d: int, n: int) -> None:
+        if n > 0:
+            self.pairs += (s - self.total, d - self.total)
+            self.lens.append(n)
+            self.total += n
+
+    def close(self) -> Optional["_Segments"]:
+        if not self.total:
+            return None
+        self.table, self.lengths = self.upload.add(self.pairs), self.upload.add(self.lens)
+        return self
 
 
 class CanaryViolationInEngine(kvcanary.CanaryViolation):
