@@ -588,8 +588,7 @@ class Canary {
       if (!g.on) continue;
       // Rows below the snapshot's count are final (fill once): they may be read while later passes run.
       const std::int64_t begin = g.rows_valid;
-      const std::int64_t end = std::min(config_.ring_capacity, begin + config_.pump_rows_per_step);
-      g.window_end = end;
+      const std::int64_t end = open_window(g);
       if (begin < end) {
         const auto range = std::make_pair(static_cast<std::size_t>(begin), static_cast<std::size_t>(end));
         Kokkos::deep_copy(side_.space(), Kokkos::subview(g.host_rows, range, Kokkos::ALL),
@@ -600,6 +599,13 @@ class Canary {
     pending_ = true;
   }
 
+  // The rows the next snapshot asks of a group's ring: from its first row not yet reported, at most
+  // pump_rows_per_step of them; returns (and keeps, for process()) the window's end.
+  std::int64_t open_window(Group& g) {
+    g.window_end = std::min(config_.ring_capacity, g.rows_valid + config_.pump_rows_per_step);
+    return g.window_end;
+  }
+
   // One kernel on the engine's instance writes the block and the windows' final rows into the pinned
   // host copies (runtime/impl/pump_snapshot.hpp); one event follows it.
   void issue_snapshot_kernel() {
@@ -608,13 +614,11 @@ class Canary {
     kernel.host_block = host_block_;
     for (Group& g : groups_) {
       if (!g.on) continue;
-      const std::int64_t begin = g.rows_valid;
-      g.window_end = std::min(config_.ring_capacity, begin + config_.pump_rows_per_step);
       auto& window = kernel.windows[kernel.num_windows++];
       window.rows = g.rows;
       window.host_rows = g.host_rows;
-      window.begin = begin;
-      window.end = std::max(begin, g.window_end);
+      window.begin = g.rows_valid;
+      window.end = std::max(window.begin, open_window(g));
       window.count_index = Block::group_base(g.index) + Block::kCount;
     }
     Impl::launch_pump_snapshot(space_, kernel);
