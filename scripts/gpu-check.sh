@@ -11,7 +11,8 @@
 # perf      the CUDA perf_tests, JSON to $REPORT_DIR/perf_cuda.json ($PERF_ARGS added).
 # sanitize  compute-sanitizer memcheck on every CUDA unit test (all randomized differential cases) and
 #           the graph and runtime tests; racecheck on the tests of $RACECHECK_FILTER, the graph and runtime tests
-#           ($SANITIZER_TIMEOUT per run).
+#           ($SANITIZER_TIMEOUT per run). $SANITIZE_ONLY=unit runs only the unit test's memcheck and racecheck,
+#           and $MEMCHECK_FILTER narrows its memcheck (gtest filters; for a short call on new tests).
 # python    the Python package: `pip install --no-build-isolation .` against the cuda Kokkos (PIC) with
 #           the node's python3 (nanobind, scikit-build-core, torch, pytest installed there), then
 #           `pytest -m gpu unit_tests/python` (torch CUDA tensors, CuPy, streams, the graph test, and the
@@ -122,14 +123,16 @@ if has sanitize; then
     [ $rc -eq 0 ] || grep -m 12 -E '(Error|Warning|WARNING|ERROR).*(access|hazard|Race)|^=+ +and (Write|Read) ' "$log" \
       | cut -c1-400 | tee -a "$SUMMARY"
   }
-  sanitize memcheck unit "$unit"
-  sanitize memcheck graph "$graph"
+  sanitize memcheck unit "$unit" ${MEMCHECK_FILTER:+--gtest_filter="$MEMCHECK_FILTER"}
   sanitize racecheck unit "$unit" --gtest_filter="$RACE_FILTER"
-  sanitize racecheck graph "$graph"
-  sanitize memcheck runtime "$runtime"
-  # racecheck runs every kernel ~100x slower: the 10,000-step health-check test alone outlasts 150 s (cut
-  # at 50 and 150 s on 2026-12-04); its passes are the other runtime tests' passes repeated.
-  sanitize racecheck runtime "$runtime" --gtest_filter=-Runtime.HealthCheckQuietOnTenThousandCleanSteps
+  if [ "${SANITIZE_ONLY:-}" != unit ]; then
+    sanitize memcheck graph "$graph"
+    sanitize racecheck graph "$graph"
+    sanitize memcheck runtime "$runtime"
+    # racecheck runs every kernel ~100x slower: the 10,000-step health-check test alone outlasts 150 s (cut
+    # at 50 and 150 s on 2026-12-04); its passes are the other runtime tests' passes repeated.
+    sanitize racecheck runtime "$runtime" --gtest_filter=-Runtime.HealthCheckQuietOnTenThousandCleanSteps
+  fi
 fi
 
 if has python; then
