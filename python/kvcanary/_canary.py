@@ -21,6 +21,7 @@ _REPORT_FORMATS = {"one-line": False, "multi-line": True}
 _REAL_KV_MODES = {"none": 0, "partial": 1, "all": 2}
 _PLAN_ALGORITHMS = {"default": 0, "portable": 1, "cuda-persistent": 2}
 _CANARY_ALGORITHMS = {"default": 0, "portable": 1, "cuda": 2}
+_PUMP_SNAPSHOTS = {"default": 0, "side-stream-copies": 1, "kernel": 2}  # PumpSnapshot, docs/runtime.md
 GROUPS = ("target", "swa", "draft")
 
 
@@ -74,6 +75,7 @@ class CanaryConfig:
     capacities: Capacities = field(default_factory=Capacities)
     plan_algorithm: str = "default"       # 'default', 'portable', 'cuda-persistent'
     canary_algorithm: str = "default"     # 'default', 'portable', 'cuda'
+    pump_snapshot: str = "default"        # 'default', 'side-stream-copies', 'kernel' (how end_step() snapshots)
 
 
 def _int(value, name: str) -> int:
@@ -143,6 +145,7 @@ def _config_dict(c: CanaryConfig) -> dict:
         "real_kv_mode": _real_kv_mode(c.real_kv_mode),
         "plan_algorithm": _choice(c.plan_algorithm, "plan_algorithm", _PLAN_ALGORITHMS),
         "canary_algorithm": _choice(c.canary_algorithm, "canary_algorithm", _CANARY_ALGORITHMS),
+        "pump_snapshot": _choice(c.pump_snapshot, "pump_snapshot", _PUMP_SNAPSHOTS),
     }
     for name in ("keep_never_written", "sweep_swa_group", "tail_pass", "write_input_assert", "verify_token_assert",
                  "chain_position_assert", "request_identities", "swa_group", "draft_group"):

@@ -80,6 +80,7 @@ CanaryConfig canary_config(const CanaryConfigArgs& a) {
   c.canary_algorithm = a.canary_algorithm == 1   ? CanaryAlgorithm::Portable
                        : a.canary_algorithm == 2 ? CanaryAlgorithm::Cuda
                                                  : CanaryAlgorithm::Default;
+  c.pump_snapshot = static_cast<PumpSnapshot>(a.pump_snapshot);  // the Python layer checked the value
   return c;
 }
 
@@ -258,6 +259,7 @@ CanaryConfigArgs default_canary_config() {
   a.real_kv_mode = static_cast<int>(c.real_kv_mode);
   a.plan_algorithm = static_cast<int>(c.plan_options.algorithm);
   a.canary_algorithm = static_cast<int>(c.canary_algorithm);
+  a.pump_snapshot = static_cast<int>(c.pump_snapshot);
   return a;
 }
 

@@ -39,6 +39,7 @@ struct CanaryConfigArgs {
   std::int64_t verify_capacity = -1, write_req_capacity = -1, sweep_req_capacity = -1;
   int plan_algorithm = 0;    // 0 default, 1 portable, 2 cuda-persistent
   int canary_algorithm = 0;  // 0 default, 1 portable, 2 cuda
+  int pump_snapshot = 0;     // PumpSnapshot: 0 default, 1 side-stream copies, 2 kernel
 };
 
 // f(name, field) for every field but the sink (the Python layer's config dict has these keys).
@@ -74,6 +75,7 @@ void for_each_config_field(Args& a, F&& f) {
   f("sweep_req_capacity", a.sweep_req_capacity);
   f("plan_algorithm", a.plan_algorithm);
   f("canary_algorithm", a.canary_algorithm);
+  f("pump_snapshot", a.pump_snapshot);
 }
 
 CanaryConfigArgs default_canary_config();  // kvcanary::CanaryConfig{}'s values

@@ -241,6 +241,7 @@ def test_the_python_config_mirrors_the_cpp_defaults():
     assert defaults.pop("real_kv_mode") == 0 and c.real_kv_mode == "none"
     assert defaults.pop("plan_algorithm") == 0 and c.plan_algorithm == "default"
     assert defaults.pop("canary_algorithm") == 0 and c.canary_algorithm == "default"
+    assert defaults.pop("pump_snapshot") == 0 and c.pump_snapshot == "default"
     for part in (c.capacities, c.dimensions):
         for f in dataclasses.fields(part):
             assert getattr(part, f.name) == defaults.pop(f.name), f.name
@@ -267,6 +268,16 @@ def test_raise_mode_raises_canary_violation_with_the_report():
     assert caught.value.report.row_groups == ["target"] and len(caught.value.rows) == 1
     assert canary.last_report.rows == caught.value.rows
     assert canary.flush().rows == []  # reported once
+
+
+@pytest.mark.parametrize("route", ["side-stream-copies", "kernel"])
+def test_each_pump_route_reports_the_same_row_once(route):
+    expected = run_with_violation(report_mode="none").flush()
+    canary = run_with_violation(report_mode="none", pump_snapshot=route)
+    report = canary.flush()
+    assert report.rows == expected.rows and len(report.rows) == 1 and canary.flush().rows == []
+    with pytest.raises(ValueError, match="config.pump_snapshot must be one of"):
+        run_with_violation(pump_snapshot="events")
 
 
 def test_log_mode_goes_to_a_callable_or_to_the_kvcanary_logger(caplog):
