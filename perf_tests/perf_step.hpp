@@ -20,6 +20,10 @@
 //   step_pump_kernel/<workload>/<launch>   the same with PumpSnapshot::Kernel (one snapshot kernel on the
 //                              engine's stream writing pinned host memory, one event) instead of the
 //                              side-stream copies
+//   step_pump_in_graph/<workload>/<launch>   the same with PumpSnapshot::InGraph: the snapshot kernel is part
+//                              of the step (captured in its graph) and end_step() reads host memory only; its
+//                              steps without the pump are a second Canary's on the copies route (no snapshot in
+//                              its step), so pump_us_per_step is the in-step kernel plus end_step()
 // Side by side: original_step_us, the original system's same step (plan + 2 x verify + 2 x write, µs, H200
 // graph replay, /work/shared/GPU-FLOORS.md "Re-measured side by side, 2026-12-04") where that table has the
 // write of the workload, and speedup_vs_original = original_step_us / us_per_call.
@@ -161,13 +165,28 @@ void bench_step_pump(benchmark::State& state, const WorkloadShape& shape, Launch
     StepCall<ExecutionSpace> call(instance.space(), *c, route);
     call.run();
     expect_clean_step(call.canary->flush(), "eager step");
+    std::unique_ptr<StepCall<ExecutionSpace>> bare_call;
+    if (route == kvcanary::PumpSnapshot::InGraph) {
+      bare_call = std::make_unique<StepCall<ExecutionSpace>>(instance.space(), *c,
+                                                             kvcanary::PumpSnapshot::SideStreamCopies);
+      bare_call->run();
+      expect_clean_step(bare_call->canary->flush(), "eager step without the pump");
+    }
+    const StepCall<ExecutionSpace>& bare = bare_call ? *bare_call : call;
     std::function<void()> step = [&] { call.run(); };
+    std::function<void()> bare_step = [&] { bare.run(); };
 #ifdef KOKKOS_ENABLE_CUDA
-    CudaGraph graph;  // one step per replay, as an engine replays its forward
+    CudaGraph graph, bare_graph;  // one step per replay, as an engine replays its forward
     if constexpr (std::is_same<ExecutionSpace, Kokkos::Cuda>::value) {
       if (launch == Launch::Graph) {
         graph.capture(instance.cuda_stream(), [&] { call.run(); });
         step = [&] { graph.launch(instance.cuda_stream()); };
+        if (bare_call) {
+          bare_graph.capture(instance.cuda_stream(), [&] { bare.run(); });
+          bare_step = [&] { bare_graph.launch(instance.cuda_stream()); };
+        } else {
+          bare_step = step;
+        }
       }
     }
 #endif
@@ -178,9 +197,9 @@ void bench_step_pump(benchmark::State& state, const WorkloadShape& shape, Launch
     for (auto _ : state) {
       space.fence();
       auto start = Clock::now();
-      for (int k = 0; k < kSteps; ++k) step();
+      for (int k = 0; k < kSteps; ++k) bare_step();
       space.fence();
-      const double bare = seconds_since(start);
+      const double bare_seconds = seconds_since(start);
       start = Clock::now();
       for (int k = 0; k < kSteps; ++k) {
         step();
@@ -191,7 +210,7 @@ void bench_step_pump(benchmark::State& state, const WorkloadShape& shape, Launch
       const double pumped = seconds_since(start);
       state.SetIterationTime(pumped / kSteps);
       with_pump += pumped;
-      without += bare;
+      without += bare_seconds;
       steps += kSteps;
     }
     expect_clean_step(call.canary->flush(), "after the timed steps");
@@ -219,7 +238,8 @@ void register_step_benchmarks(const std::string& backend) {
       // loop, the host a step ahead, so the difference is what the pump costs the engine's stream.
       if (shape.name == "decode_bs1" || shape.name == "decode_bs64" || shape.name == "decode_bs256")
         for (const auto& route : {std::make_pair(kvcanary::PumpSnapshot::SideStreamCopies, "step_pump/"),
-                                  std::make_pair(kvcanary::PumpSnapshot::Kernel, "step_pump_kernel/")})
+                                  std::make_pair(kvcanary::PumpSnapshot::Kernel, "step_pump_kernel/"),
+                                  std::make_pair(kvcanary::PumpSnapshot::InGraph, "step_pump_in_graph/")})
           register_timed(route.second + shape.name + "/" + launch.second, [shape, mode, route](benchmark::State& state) {
             bench_step_pump<ExecutionSpace>(state, shape, mode, route.first);
           });

@@ -76,6 +76,10 @@ void validate_config(const CanaryConfig& config) {
   const auto mode = static_cast<std::int32_t>(config.real_kv_mode);
   if (mode < 0 || mode > static_cast<std::int32_t>(RealKvMode::All))
     Impl::throw_invalid_in(kWhere, "real_kv_mode is ", mode, ", must be 0 (none), 1 (partial) or 2 (all)");
+  const auto pump = static_cast<std::int32_t>(config.pump_snapshot);
+  if (pump < 0 || pump > static_cast<std::int32_t>(PumpSnapshot::InGraph))
+    Impl::throw_invalid_in(kWhere, "pump_snapshot is ", pump,
+                           ", must be 0 (default), 1 (side-stream copies), 2 (kernel) or 3 (in graph)");
   // The head write stamps the fingerprint of the bytes before the model writes them; only the tail's
   // re-stamp makes the next head's real-KV check meaningful.
   if (config.real_kv_mode != RealKvMode::None && !config.tail_pass)

@@ -118,18 +118,25 @@ TEST_F(Runtime, EveryGroupTailAndSweepMatchTheReference) {
   EXPECT_FALSE(h.ref[0].ring.rows.empty());
 }
 
-// Both snapshot routes (PumpSnapshot): the side-stream copies and the one kernel.
+// The snapshot routes (PumpSnapshot): the side-stream copies, the one kernel, the in-graph mailbox.
 constexpr kvcanary::PumpSnapshot kPumpRoutes[] = {kvcanary::PumpSnapshot::SideStreamCopies,
-                                                  kvcanary::PumpSnapshot::Kernel};
+                                                  kvcanary::PumpSnapshot::Kernel, kvcanary::PumpSnapshot::InGraph};
+
+inline const char* route_name(kvcanary::PumpSnapshot route) {
+  return route == kvcanary::PumpSnapshot::Kernel    ? "kernel route"
+         : route == kvcanary::PumpSnapshot::InGraph ? "in-graph route"
+                                                    : "side-stream route";
+}
 
 TEST_F(Runtime, PumpReportsEachRowOnceOneStepLater) {
   for (const auto route : kPumpRoutes) {
-    SCOPED_TRACE(route == kvcanary::PumpSnapshot::Kernel ? "kernel route" : "side-stream route");
+    SCOPED_TRACE(route_name(route));
     auto config = quiet();
     config.pump_snapshot = route;
     Harness h(EngineShape{}, config);
     for (int s = 1; s <= 20; ++s) h.step(false, s == 10);
-    // The corruption of step 10 is verified by step 11's head at the latest, and reported one step after.
+    // The corruption of step 10 is verified by step 11's head at the latest, and reported one step after
+    // (the in-graph route: by the same step's end_step()).
     std::int64_t first = -1;
     for (const auto& report : h.reports)
       if (!report.violations.rows.empty() && first < 0) first = report.step;
@@ -142,7 +149,7 @@ TEST_F(Runtime, PumpReportsEachRowOnceOneStepLater) {
 
 TEST_F(Runtime, PumpWindowAndRingOverflowLoseNothingTheRingKept) {
   for (const auto route : kPumpRoutes) {
-    SCOPED_TRACE(route == kvcanary::PumpSnapshot::Kernel ? "kernel route" : "side-stream route");
+    SCOPED_TRACE(route_name(route));
     auto config = quiet();
     config.ring_capacity = 10;
     config.pump_rows_per_step = 3;  // fewer than a step's violations: the pump catches up over steps
@@ -170,37 +177,222 @@ TEST_F(Runtime, PumpWindowAndRingOverflowLoseNothingTheRingKept) {
   }
 }
 
-TEST_F(Runtime, KernelRouteMatchesTheReferenceOnEveryGroup) {
-  EngineShape shape;
-  shape.swa = shape.draft = shape.real_kv = true;
+TEST_F(Runtime, KernelAndInGraphRoutesMatchTheReferenceOnEveryGroup) {
+  for (const auto route : {kvcanary::PumpSnapshot::Kernel, kvcanary::PumpSnapshot::InGraph}) {
+    SCOPED_TRACE(route_name(route));
+    EngineShape shape;
+    shape.swa = shape.draft = shape.real_kv = true;
+    auto config = quiet();
+    config.tail_pass = true;
+    config.real_kv_mode = kvcanary::RealKvMode::Partial;
+    config.sweep_interval = 4;
+    config.pump_snapshot = route;
+    config.health_check_every_n_steps = 7;
+    Harness h(shape, config, 7);
+    run_and_compare(h, 40, 4, 9);
+    EXPECT_FALSE(h.ref[0].ring.rows.empty());
+    for (const auto& report : h.reports) EXPECT_TRUE(report.health_errors.empty()) << "step " << report.step;
+  }
+}
+
+// ---- the in-graph route (PumpSnapshot::InGraph): the forward's own snapshot in a pinned mailbox ----
+
+// One forward on both sides without its end_step() (an engine whose host runs ahead, or several forwards a step).
+template <class Harness>
+void forward_only(Harness& h, bool corrupt) {
+  h.next_batch();
+  h.upload_step();
+  if (corrupt) h.corrupt_one();
+  h.canary->before_forward(h.batch());
+  h.reference_head();
+  h.model_write();
+  h.canary->after_forward(h.batch());
+  h.reference_tail();
+}
+
+TEST_F(Runtime, InGraphLosesAndRepeatsNoRowWithViolationsEveryStep) {
+  for (const bool tail : {false, true}) {
+    SCOPED_TRACE(tail ? "snapshot after the tail" : "snapshot after the head");
+    EngineShape shape;
+    shape.real_kv = tail;
+    auto config = quiet();
+    config.tail_pass = tail;
+    config.real_kv_mode = tail ? kvcanary::RealKvMode::All : kvcanary::RealKvMode::None;
+    config.pump_snapshot = kvcanary::PumpSnapshot::InGraph;
+    config.pump_rows_per_step = 2;  // fewer than a step's rows: the cursor catches up over the steps
+    config.health_check_every_n_steps = 5;
+    Harness h(shape, config, 11);
+    std::size_t previous = 0;
+    for (int s = 1; s <= 80; ++s) {
+      h.step(false, true);
+      ASSERT_LE(h.reported[0].size() - previous, 2u) << "step " << s;  // at most one window a step
+      previous = h.reported[0].size();
+      ASSERT_TRUE(h.reports.back().health_errors.empty()) << "step " << s;
+    }
+    // A full window every step once the ring had rows (the cursor moves on), and still behind before the flush.
+    EXPECT_GE(h.reported[0].size(), 2u * 75) << "of " << h.ref[0].ring.rows.size();
+    ASSERT_LT(h.reported[0].size(), h.ref[0].ring.rows.size());
+    h.record(h.canary->flush());
+    EXPECT_EQ(Harness::sorted(h.reported[0]), Harness::sorted(h.ref[0].ring.rows));
+    EXPECT_TRUE(h.reports.back().health_errors.empty());
+  }
+}
+
+TEST_F(Runtime, InGraphRingOverflowReportsTheKeptRowsOnce) {
   auto config = quiet();
-  config.tail_pass = true;
-  config.real_kv_mode = kvcanary::RealKvMode::Partial;
+  config.ring_capacity = 12;
+  config.pump_rows_per_step = 3;
+  config.pump_snapshot = kvcanary::PumpSnapshot::InGraph;
+  Harness h(EngineShape{}, config, 5);
+  std::int64_t newly_lost = 0;
+  for (int s = 1; s <= 40; ++s) {
+    h.step(false, true);
+    newly_lost += h.reports.back().violations.newly_lost;
+  }
+  h.record(h.canary->flush());
+  newly_lost += h.reports.back().violations.newly_lost;
+  const std::int64_t count = h.ref[0].ring.count;
+  ASSERT_GT(count, 12);
+  ASSERT_EQ(h.reported[0].size(), 12u);
+  auto expected = Harness::sorted(h.ref[0].ring.rows);
+  for (const auto& row : h.reported[0]) {  // each a row of the reference, none twice
+    const auto it = std::find(expected.begin(), expected.end(), row);
+    ASSERT_NE(it, expected.end());
+    expected.erase(it);
+  }
+  EXPECT_EQ(newly_lost, count - 12);
+  EXPECT_EQ(h.reports.back().violations.count, count);
+  EXPECT_TRUE(h.reports.back().violations.overflowed);
+}
+
+// A clean run with sweeps, steps of two forwards and steps of none: the host's expectation of each forward
+// matches the snapshot the device took at it.
+TEST_F(Runtime, InGraphHealthCheckQuietOnACleanRunOfUnevenSteps) {
+  auto config = quiet();
+  config.pump_snapshot = kvcanary::PumpSnapshot::InGraph;
+  config.health_check_every_n_steps = 3;
   config.sweep_interval = 4;
-  config.pump_snapshot = kvcanary::PumpSnapshot::Kernel;
-  config.health_check_every_n_steps = 7;
-  Harness h(shape, config, 7);
-  run_and_compare(h, 40, 4, 9);
-  EXPECT_FALSE(h.ref[0].ring.rows.empty());
-  for (const auto& report : h.reports) EXPECT_TRUE(report.health_errors.empty()) << "step " << report.step;
+  config.report_mode = kvcanary::ReportMode::Raise;
+  Harness h(EngineShape{}, config, 9);
+  forward_only(h, false);  // a warmup forward before the first end_step(): not the host's
+  for (int s = 1; s <= 300; ++s) {
+    const int forwards = s % 7 == 0 ? 0 : s % 5 == 0 ? 2 : 1;
+    for (int f = 0; f < forwards; ++f) forward_only(h, false);
+    if (s % 4 == 0) h.sweep();
+    h.record(h.canary->end_step(forwards));
+    ASSERT_TRUE(h.reports.back().health_errors.empty()) << "step " << s;
+    ASSERT_TRUE(h.reports.back().violations.rows.empty()) << "step " << s;
+    if (forwards > 0) ASSERT_EQ(h.reports.back().step, s);  // the host backends never trail
+  }
+  h.record(h.canary->flush());
+  EXPECT_TRUE(h.reports.back().health_errors.empty());
+}
+
+TEST_F(Runtime, InGraphHealthCheckFiresOnceWhenAForwardSkipsTheCanary) {
+  std::vector<std::string> lines;
+  auto config = quiet(&lines);
+  config.pump_snapshot = kvcanary::PumpSnapshot::InGraph;
+  config.health_check_every_n_steps = 10;
+  Harness h(EngineShape{}, config);
+  for (int s = 1; s <= 35; ++s) h.step(false, false, /*skip_canary=*/s == 15);
+  h.record(h.canary->flush());
+  std::vector<std::string> errors;
+  for (const auto& report : h.reports)
+    for (const auto& error : report.health_errors) errors.push_back(error);
+  ASSERT_EQ(errors.size(), 1u);
+  // The skipped forward took no snapshot: the snapshots trail the host's count by one from step 15 on.
+  EXPECT_NE(errors[0].find("canary not running: between step 10 and step 20, 1 of the forwards end_step() was told "
+                           "of ran without the canary's snapshot (the newest is forward 20 of 21)"),
+            std::string::npos)
+      << errors[0];
+  EXPECT_NE(std::find(lines.begin(), lines.end(), errors[0]), lines.end());
+
+  // A head skipped while the tail (and its snapshot) ran: the counters say it.
+  EngineShape shape;
+  shape.real_kv = true;
+  config = quiet();
+  config.pump_snapshot = kvcanary::PumpSnapshot::InGraph;
+  config.tail_pass = true;
+  config.real_kv_mode = kvcanary::RealKvMode::All;
+  config.health_check_every_n_steps = 10;
+  Harness tail(shape, config);
+  for (int s = 1; s <= 25; ++s)
+    tail.step_with(false, false, [&] { if (s != 15) tail.canary->before_forward(tail.batch()); },
+                   [&] { tail.canary->after_forward(tail.batch()); });
+  errors.clear();
+  for (const auto& report : tail.reports)
+    for (const auto& error : report.health_errors) errors.push_back(error);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_NE(errors[0].find("between step 10 and step 20 the kernel run counters moved by other than the passes "
+                           "launched: verify HEAD_K_FULL (target): ran 18 of 20, write HEAD_K_FULL (target): ran 18 "
+                           "of 20"),
+            std::string::npos)
+      << errors[0];
+
+  config = quiet();
+  config.pump_snapshot = kvcanary::PumpSnapshot::InGraph;
+  config.health_check_every_n_steps = 10;
+  config.report_mode = kvcanary::ReportMode::Raise;
+  Harness raising(EngineShape{}, config);
+  bool thrown = false;
+  for (int s = 1; s <= 25 && !thrown; ++s) {
+    try {
+      raising.step(false, false, s == 3);
+    } catch (const kvcanary::CanaryNotRunningError&) {
+      thrown = true;
+      EXPECT_EQ(s, 11);  // step 10's snapshot, one forward behind: read at step 11
+    } catch (const kvcanary::ViolationError&) {
+    }
+  }
+  EXPECT_TRUE(thrown);
+}
+
+// A device behind the host (simulated: end_step() told of a forward before it ran): end_step() reads the
+// newest snapshot there is, an earlier forward's, and the rows wait in the ring until it comes.
+TEST_F(Runtime, InGraphEndStepReadsAnEarlierForwardWhenTheDeviceLags) {
+  auto config = quiet();
+  config.pump_snapshot = kvcanary::PumpSnapshot::InGraph;
+  config.health_check_every_n_steps = 0;  // the host backends' check allows no lag
+  Harness h(EngineShape{}, config, 3);
+  for (int s = 1; s <= 4; ++s) h.step();
+  h.record(h.canary->end_step(1));  // forward 5 told of, not run: nothing newer than forward 4's snapshot
+  EXPECT_EQ(h.reports.back().step, -1);  // no snapshot read
+  EXPECT_TRUE(h.reports.back().violations.rows.empty());
+  forward_only(h, true);            // forward 5, a corruption its head sees
+  h.record(h.canary->end_step(0));  // nothing ran since the last end_step(), says the host; the device did
+  EXPECT_EQ(h.reports.back().step, 5);
+  EXPECT_FALSE(h.reports.back().violations.rows.empty());
+  const std::size_t rows = h.reported[0].size();
+  h.record(h.canary->end_step(0));  // twice: the same snapshot is not read again
+  h.record(h.canary->end_step(0));
+  EXPECT_EQ(h.reported[0].size(), rows);
+  for (int s = 0; s < 3; ++s) h.step(false, true);
+  EXPECT_EQ(h.reports.back().step, 11);  // steps 9-11 ran forwards 6-8
+  h.record(h.canary->flush());
+  EXPECT_EQ(Harness::sorted(h.reported[0]), Harness::sorted(h.ref[0].ring.rows));
 }
 
 TEST_F(Runtime, RearmEmptiesTheRingsAndKeepsCounting) {
-  auto config = quiet();
-  config.ring_capacity = 6;
-  config.health_check_every_n_steps = 5;
-  Harness h(EngineShape{}, config);
-  std::int64_t rows = 0;
-  for (int s = 1; s <= 30; ++s) {
-    h.step(false, true);
-    h.record(h.canary->rearm());
-    // Each step's rows, all of them while a step's violations fit the ring, then the ring starts over.
-    const std::int64_t count = h.ref[0].ring.count;
-    EXPECT_EQ(static_cast<std::int64_t>(h.reported[0].size()) - rows, std::min<std::int64_t>(count, 6)) << "step " << s;
-    rows = static_cast<std::int64_t>(h.reported[0].size());
-    EXPECT_TRUE(h.reports.back().health_errors.empty());
-    h.ref[0].ring.rows.clear();
-    h.ref[0].ring.count = 0;
+  for (const auto route : kPumpRoutes) {
+    SCOPED_TRACE(route_name(route));
+    auto config = quiet();
+    config.ring_capacity = 6;
+    config.health_check_every_n_steps = 5;
+    config.pump_snapshot = route;  // in-graph: the row cursor starts over with the ring
+    Harness h(EngineShape{}, config);
+    std::int64_t rows = 0;
+    for (int s = 1; s <= 30; ++s) {
+      h.step(false, true);
+      h.record(h.canary->rearm());
+      // Each step's rows, all of them while a step's violations fit the ring, then the ring starts over.
+      const std::int64_t count = h.ref[0].ring.count;
+      EXPECT_EQ(static_cast<std::int64_t>(h.reported[0].size()) - rows, std::min<std::int64_t>(count, 6))
+          << "step " << s;
+      rows = static_cast<std::int64_t>(h.reported[0].size());
+      EXPECT_TRUE(h.reports.back().health_errors.empty());
+      h.ref[0].ring.rows.clear();
+      h.ref[0].ring.count = 0;
+    }
   }
 }
 
@@ -351,26 +543,30 @@ TEST_F(Runtime, CapacityOverflowWarnsNamingThePass) {
 }
 
 TEST_F(Runtime, StatsAndSwaDivergenceLines) {
-  std::vector<std::string> lines;
-  EngineShape shape;
-  shape.swa = true;
-  auto config = quiet(&lines);
-  config.stats_every_n_steps = 5;
-  config.swa_divergence_every_n_steps = 5;
-  Harness h(shape, config);
-  for (int s = 1; s <= 11; ++s) h.step();
-  std::vector<std::string> stats, divergence;
-  for (const auto& line : lines) {
-    if (line.rfind("[canary] step=", 0) == 0) stats.push_back(line);
-    if (line.rfind("kv_canary_swa_divergence={", 0) == 0) divergence.push_back(line);
+  for (const auto route : kPumpRoutes) {
+    SCOPED_TRACE(route_name(route));
+    std::vector<std::string> lines;
+    EngineShape shape;
+    shape.swa = true;
+    auto config = quiet(&lines);
+    config.stats_every_n_steps = 5;
+    config.swa_divergence_every_n_steps = 5;
+    config.pump_snapshot = route;  // in-graph: the divergence of step 5 is read by forward 6's snapshot
+    Harness h(shape, config);
+    for (int s = 1; s <= 11; ++s) h.step();
+    std::vector<std::string> stats, divergence;
+    for (const auto& line : lines) {
+      if (line.rfind("[canary] step=", 0) == 0) stats.push_back(line);
+      if (line.rfind("kv_canary_swa_divergence={", 0) == 0) divergence.push_back(line);
+    }
+    ASSERT_EQ(stats.size(), 2u);
+    EXPECT_EQ(stats[0].rfind("[canary] step=5 protected_tokens=", 0), 0u) << stats[0];
+    EXPECT_NE(stats[0].find(" sweep_passes=0 violations=0 launch_tags_active=4/12"), std::string::npos) << stats[0];
+    ASSERT_EQ(divergence.size(), 2u);
+    // The identity LUT: no divergence, nothing out of the window.
+    EXPECT_NE(divergence[0].find("\"forward_ct\":5,"), std::string::npos) << divergence[0];
+    EXPECT_NE(divergence[0].find("\"swa_full_idx_divergence\":0,\"swa_out_of_window_tokens\":0}"), std::string::npos);
   }
-  ASSERT_EQ(stats.size(), 2u);
-  EXPECT_EQ(stats[0].rfind("[canary] step=5 protected_tokens=", 0), 0u) << stats[0];
-  EXPECT_NE(stats[0].find(" sweep_passes=0 violations=0 launch_tags_active=4/12"), std::string::npos) << stats[0];
-  ASSERT_EQ(divergence.size(), 2u);
-  // The identity LUT: no divergence, nothing out of the window.
-  EXPECT_NE(divergence[0].find("\"forward_ct\":5,"), std::string::npos) << divergence[0];
-  EXPECT_NE(divergence[0].find("\"swa_full_idx_divergence\":0,\"swa_out_of_window_tokens\":0}"), std::string::npos);
 }
 
 TEST_F(Runtime, BatchErrorsThrowBeforeAnyLaunch) {

@@ -18,6 +18,8 @@
 // before_forward(), after_forward() and sweep() are asynchronous on `space`, allocate nothing, copy
 // nothing between host and device and never fence: they can be captured in a CUDA graph and replayed
 // with the batch refilled in place. end_step() and flush() are the host boundary, never inside a capture.
+// With PumpSnapshot::InGraph the forward's last pass also writes the pump's snapshot into a pinned host
+// mailbox (a kernel's stores, no copy call), and end_step() reads it with plain loads.
 
 #include <kvcanary/stages/canary_types.hpp>
 #include <kvcanary/stages/plan.hpp>
@@ -26,6 +28,7 @@
 #include <kvcanary/runtime/config.hpp>
 #include <kvcanary/runtime/engine_views.hpp>
 #include <kvcanary/runtime/impl/counter_block.hpp>
+#include <kvcanary/runtime/impl/pump_in_graph.hpp>
 #include <kvcanary/runtime/impl/pump_snapshot.hpp>
 #include <kvcanary/runtime/impl/side_channel.hpp>
 #include <kvcanary/runtime/impl/swa_divergence.hpp>
@@ -70,6 +73,8 @@ class Canary {
   ~Canary() {
     // Copies still in flight read our Views: let them finish before the Views go.
     if (pending_) side_.wait();
+    // An in-graph snapshot still in flight writes the mailbox.
+    if (in_graph()) space_.fence();
   }
 
   // ---- passes (asynchronous, no allocation, copy or fence; capturable) ----
@@ -86,6 +91,7 @@ class Canary {
              verify_options());
       write_k_and_v(g, step_tokens(tokens_of(g, batch)), g.head_write);
     }
+    if (!config_.tail_pass) snapshot_in_graph();  // the forward's last canary pass
     Kokkos::Profiling::popRegion();
   }
 
@@ -101,6 +107,7 @@ class Canary {
              verify_options());
       write_k_and_v(g, step_tokens(tokens_of(g, batch)), g.tail_write);
     }
+    snapshot_in_graph();
     Kokkos::Profiling::popRegion();
   }
 
@@ -129,8 +136,11 @@ class Canary {
   // only if its small copy has not finished), stages this step's snapshot on the side stream, and reports:
   // violations (per report_mode), warnings, the health check and the periodic lines. Throws
   // ViolationError or CanaryNotRunningError in ReportMode::Raise, after the next snapshot is staged.
+  // With PumpSnapshot::InGraph it instead reads the newest snapshot the forwards left in the mailbox (no CUDA
+  // call; end_step_in_graph()).
   RuntimeReport end_step(std::int64_t forwards = 1) {
     if (forwards < 0) Impl::throw_invalid_in("Canary::end_step", "forwards is ", forwards, ", must be >= 0");
+    if (in_graph()) return end_step_in_graph(forwards);
     RuntimeReport report;
     if (pending_) {
       side_.wait();
@@ -150,6 +160,12 @@ class Canary {
   // For shutdown and tests; it fences.
   RuntimeReport flush() {
     RuntimeReport report;
+    if (in_graph()) {
+      // The newest forward's snapshot with its checks, then the ring read by the copies below.
+      space_.fence();
+      read_in_graph(report, step_);
+      check_lag_at_flush(report);
+    }
     if (pending_) {
       side_.wait();
       pending_ = false;
@@ -162,6 +178,7 @@ class Canary {
       process(pending_snapshot_, report, /*checks=*/false, step_);
       if (caught_up()) break;
     }
+    update_row_cursors();
     deliver_report(report);
     return report;
   }
@@ -176,6 +193,7 @@ class Canary {
       Kokkos::deep_copy(space_, int64_view(g.index, Block::kCount), std::int64_t(0));
       g.rows_valid = g.window_end = g.last_lost = 0;
     }
+    update_row_cursors();
     space_.fence();
     return report;
   }
@@ -244,6 +262,7 @@ class Canary {
   struct Snapshot {
     std::int64_t step = 0, forwards = 0, forwards_total = 0, sweeps = 0;
     bool swa_divergence = false;
+    std::int64_t divergence_forwards = 0;  // the forward count when the SWA divergence kernel it reads ran
     Counts expected{};  // kernel runs launched, per block index
   };
 
@@ -308,6 +327,7 @@ class Canary {
     if (!std::is_same<Memory, Kokkos::HostSpace>::value) return;
     Footprint all;
     all.other = (3 * Block::kSize + capacities_.sweep_req_capacity) * 8;  // counters, staging, host copy, sweep zeros
+    if (in_graph()) all.other += Impl::MailboxLayout::kSlots * mailbox_layout().slot_words() * 8;
     for (int gi = 0; gi < kGroupKinds; ++gi) {
       const auto kind = static_cast<GroupKind>(gi);
       if (!enabled(kind)) continue;
@@ -410,6 +430,7 @@ class Canary {
       for (const Group& g : groups_)
         if (swept(g))
           for (const auto& target : g.sweep_targets) active_tags_ &= ~(1 << static_cast<int>(target.kernel_kind));
+    if (in_graph()) allocate_in_graph();
     space_.fence();  // the zeroed buffers and flags before the first pass (construction only)
   }
 
@@ -548,8 +569,9 @@ class Canary {
 
   // ---- the report pump ----
 
-  void add_expected(const std::vector<int>& launches, std::int64_t times) {
-    for (const int index : launches) expected_[index] += times;
+  void add_expected(const std::vector<int>& launches, std::int64_t times) { add_launches(expected_, launches, times); }
+  static void add_launches(Counts& counts, const std::vector<int>& launches, std::int64_t times) {
+    for (const int index : launches) counts[index] += times;
   }
 
   void maybe_launch_swa_divergence() {
@@ -575,6 +597,7 @@ class Canary {
     pending_snapshot_.forwards_total = forwards_;
     pending_snapshot_.sweeps = sweeps_;
     pending_snapshot_.swa_divergence = divergence_due_;
+    pending_snapshot_.divergence_forwards = forwards_;
     pending_snapshot_.expected = expected_;
     if (config_.pump_snapshot == PumpSnapshot::Kernel) {
       issue_snapshot_kernel();
@@ -624,6 +647,148 @@ class Canary {
     Impl::launch_pump_snapshot(space_, kernel);
     side_.record_on_engine();
     pending_ = true;
+  }
+
+  // ---- the in-graph route (PumpSnapshot::InGraph; runtime/impl/pump_in_graph.hpp) ----
+
+  bool in_graph() const { return config_.pump_snapshot == PumpSnapshot::InGraph; }
+  // The host's expectations of the last kForwardRing forwards: a snapshot may trail the host by a few.
+  static constexpr std::int64_t kForwardRing = 64;
+  static_assert(kForwardRing > Impl::PumpLagSlack<ExecutionSpace>::value, "the ring covers the lag the check allows");
+
+  Impl::MailboxLayout mailbox_layout() const {
+    Impl::MailboxLayout layout;
+    layout.window = std::min(config_.pump_rows_per_step, config_.ring_capacity);
+    return layout;
+  }
+
+  void allocate_in_graph() {
+    mailbox_ = Impl::PumpMailbox<HostSpace>(mailbox_layout().window);
+    mailbox_slot_ = mailbox_.empty_slot();
+    forward_seq_ = Kokkos::View<std::int64_t, Memory>(Kokkos::view_alloc(space_, "kvcanary::Canary::pump_forward_seq"));
+    forward_ring_.assign(kForwardRing, Snapshot{});
+    // Every View the kernel reads is fixed here: a captured graph replays it unchanged.
+    auto& k = in_graph_kernel_;
+    k.block = block_;
+    k.forward_seq = forward_seq_;
+    k.mailbox = mailbox_.mailbox();
+    k.cursor = mailbox_.cursor();
+    k.layout = mailbox_.layout();
+    k.capacity = config_.ring_capacity;
+    for (const Group& g : groups_) {
+      k.on[g.index] = g.on;
+      k.count_index[g.index] = Block::group_base(g.index) + Block::kCount;
+      if (g.on) k.rows[g.index] = g.rows;
+    }
+  }
+
+  void snapshot_in_graph() {
+    if (in_graph()) Impl::launch_pump_in_graph(space_, in_graph_kernel_);
+  }
+
+  void update_row_cursors() {
+    if (!in_graph()) return;
+    for (const Group& g : groups_)
+      if (g.on) mailbox_.set_cursor(g.index, g.rows_valid);
+  }
+
+  const Snapshot* forward_entry(std::int64_t forward) const {
+    if (forward < 1) return nullptr;
+    const Snapshot& e = forward_ring_[static_cast<std::size_t>(forward % kForwardRing)];
+    return e.forwards_total == forward ? &e : nullptr;
+  }
+
+  // What the host expects at each forward of this step (the sweeps of a step run after its forwards, at
+  // sweep()'s documented place), then the newest snapshot the device left, read from host memory only.
+  RuntimeReport end_step_in_graph(std::int64_t forwards) {
+    RuntimeReport report;
+    ++step_;
+    Counts at = expected_;
+    add_launches(at, sweep_launches_, -(sweeps_ - sweeps_at_last_step_));
+    const std::int64_t first = std::max<std::int64_t>(1, forwards - kForwardRing + 1);
+    for (std::int64_t k = first; k <= forwards; ++k) {
+      Snapshot e;
+      e.step = step_;
+      e.forwards = 1;
+      e.forwards_total = forwards_ + k;
+      e.sweeps = sweeps_at_last_step_;
+      e.expected = at;
+      add_launches(e.expected, forward_launches_, k);
+      e.swa_divergence = k == 1 && divergence_next_;
+      e.divergence_forwards = divergence_forwards_;
+      forward_ring_[static_cast<std::size_t>(e.forwards_total % kForwardRing)] = e;
+    }
+    if (forwards > 0) divergence_next_ = false;
+    forwards_ += forwards;
+    add_expected(forward_launches_, forwards);
+    sweeps_at_last_step_ = sweeps_;
+    maybe_launch_swa_divergence();  // read by the next forward's snapshot
+    if (divergence_due_) {
+      divergence_next_ = true;
+      divergence_forwards_ = forwards_;
+    }
+    read_in_graph(report, step_);
+    deliver_report(report);
+    return report;
+  }
+
+  // The newest complete mailbox slot newer than the last one read, processed as the snapshot of the forward
+  // it maps to (its device number minus the offset the first one read fixed: warmup forwards before the
+  // first end_step() are not the host's). Nothing newer (the device is behind): nothing is reported; the
+  // rows wait in the ring, the cursor unchanged.
+  void read_in_graph(RuntimeReport& report, std::int64_t pumped_at) {
+    std::array<std::int64_t, kGroupKinds> from{};
+    for (const Group& g : groups_) from[g.index] = g.rows_valid;
+    if (!mailbox_.read_newest(last_seq_, from, mailbox_slot_)) return;
+    const auto& slot = mailbox_slot_;
+    if (!seq_offset_known_) {
+      seq_offset_ = slot.seq - forwards_;
+      seq_offset_known_ = true;
+    }
+    last_seq_ = slot.seq;
+    std::copy(slot.block.begin(), slot.block.end(), host_block_.data());
+    for (Group& g : groups_) {
+      if (!g.on) continue;
+      const std::int64_t begin = slot.windows[2 * g.index], end = slot.windows[2 * g.index + 1];
+      // A window that starts past the first unreported row cannot happen (the cursor only trails rows_valid);
+      // take nothing from it rather than a gap.
+      g.window_end = begin <= g.rows_valid ? end : g.rows_valid;
+      for (std::int64_t r = g.rows_valid; r < g.window_end; ++r)
+        for (int f = 0; f < kRingFields; ++f)
+          g.host_rows(r, f) = slot.rows[g.index][static_cast<std::size_t>((r - begin) * kRingFields + f)];
+    }
+    const std::int64_t forward = slot.seq - seq_offset_;
+    if (const Snapshot* snap = forward_entry(forward)) {
+      process(*snap, report, /*checks=*/true, pumped_at);
+    } else {  // older than the ring, or before the first forward told of: rows and totals only
+      Snapshot unknown;
+      unknown.step = step_;
+      unknown.forwards_total = forward;
+      process(unknown, report, /*checks=*/false, pumped_at);
+    }
+    update_row_cursors();
+  }
+
+  // The forwards end_step() was told of past the newest snapshot's, beyond what the baseline had.
+  std::int64_t forwards_without_snapshot(const Snapshot& snap) const {
+    return forwards_ - snap.forwards_total - lag_base_;
+  }
+
+  // After a fence the device has run every forward it was given: a snapshot behind the host's count is
+  // forwards that ran without the canary (any lag the end_step() checks allowed is gone).
+  void check_lag_at_flush(RuntimeReport& report) {
+    if (config_.health_check_every_n_steps == 0 || !health_baseline_ || last_seq_ == 0) return;
+    Snapshot newest;
+    newest.forwards_total = last_seq_ - seq_offset_;
+    const std::int64_t skipped = forwards_without_snapshot(newest);
+    if (skipped <= 0) return;
+    report.health_errors.push_back(message(
+        "kv_canary error: canary not running: at flush (step ", step_, ") ", skipped,
+        " of the forwards end_step() was told of ran without the canary's snapshot (the newest is forward ",
+        newest.forwards_total, " of ", forwards_, "; a graph replayed without the canary's nodes, passes on "
+        "another stream, or end_step() told the wrong number of forwards)"));
+    seq_offset_ -= skipped;
+    health_baseline_ = false;  // the next snapshot starts the checks again
   }
 
   std::int64_t host_value(int group, int index) const { return host_block_(Block::group_base(group) + index); }
@@ -691,7 +856,7 @@ class Canary {
       report.info.push_back(stats_line(snap.step, v.slot_run_counter, snap.sweeps, v.count, popcount(active_tags_)));
     if (snap.swa_divergence) {
       SwaDivergence d;
-      d.forward_ct = snap.forwards_total;
+      d.forward_ct = snap.divergence_forwards;
       d.verify_full = verify_total_[static_cast<int>(GroupKind::Target)];
       d.verify_swa = verify_total_[static_cast<int>(GroupKind::Swa)];
       d.swa_full_idx_divergence = host_value(static_cast<int>(GroupKind::Swa), Block::kSwaDivergence);
@@ -740,9 +905,12 @@ class Canary {
       last_checked_expected_ = snap.expected;
       health_baseline_ = true;
       last_check_step_ = snap.step;
+      if (in_graph()) lag_base_ = forwards_ - snap.forwards_total;
       return;
     }
-    if (snap.step % every != 0) return;
+    // In-graph snapshots may skip steps (a device behind, several forwards a step): the first one at or past
+    // each multiple of `every` checks.
+    if (in_graph() ? snap.step / every == last_check_step_ / every : snap.step % every != 0) return;
     std::ostringstream wrong;
     int mismatches = 0;
     for (const Group& g : groups_) {
@@ -757,15 +925,33 @@ class Canary {
                 << group_kind_name(g.kind) << "): ran " << moved << " of " << launched;
         }
     }
-    if (mismatches > 0)
+    // In-graph: a forward replayed without the canary takes no snapshot either, so its counters agree with
+    // the snapshots'; what shows is the newest snapshot trailing the forwards end_step() was told of.
+    const std::int64_t skipped = in_graph() ? forwards_without_snapshot(snap) : 0;
+    const bool lagging = skipped > Impl::PumpLagSlack<ExecutionSpace>::value;
+    if (mismatches > 0 || lagging) {
+      std::ostringstream what;
+      if (mismatches > 0) what << " the kernel run counters moved by other than the passes launched: " << wrong.str();
+      if (lagging)
+        what << (mismatches > 0 ? "; and " : ", ") << skipped
+             << " of the forwards end_step() was told of ran without the canary's snapshot (the newest is forward "
+             << snap.forwards_total << " of " << forwards_ << ")";
       report.health_errors.push_back(message(
-          "kv_canary error: canary not running: between step ", last_check_step_, " and step ", snap.step,
-          " the kernel run counters moved by other than the passes launched: ", wrong.str(),
+          "kv_canary error: canary not running: between step ", last_check_step_, " and step ", snap.step, what.str(),
           " (a graph replayed without the canary's nodes, passes on another stream, or end_step() told the wrong "
           "number of forwards)"));
+    }
     for (int i = 0; i < Block::kSize; ++i) last_checked_actual_[i] = actual(i);
     last_checked_expected_ = snap.expected;
     last_check_step_ = snap.step;
+    if (lagging) {
+      // Said once: map the device's numbers onto the host's past the forwards that took no snapshot.
+      seq_offset_ -= skipped;
+      if (const Snapshot* now = forward_entry(snap.forwards_total + skipped))
+        last_checked_expected_ = now->expected;
+      else
+        health_baseline_ = false;
+    }
   }
 
   bool caught_up() const {
@@ -833,6 +1019,14 @@ class Canary {
   std::array<std::int64_t, kGroupKinds> verify_total_{}, last_sweeps_seen_{};
   bool pending_ = false, health_baseline_ = false, divergence_due_ = false;
   Snapshot pending_snapshot_;
+  // the in-graph route
+  Impl::PumpMailbox<HostSpace> mailbox_;
+  typename Impl::PumpMailbox<HostSpace>::Slot mailbox_slot_;
+  Impl::PumpInGraphKernel<ExecutionSpace, Memory, HostSpace> in_graph_kernel_;
+  Kokkos::View<std::int64_t, Memory> forward_seq_;
+  std::vector<Snapshot> forward_ring_;  // by forward number modulo kForwardRing
+  std::int64_t last_seq_ = 0, seq_offset_ = 0, lag_base_ = 0, sweeps_at_last_step_ = 0, divergence_forwards_ = 0;
+  bool seq_offset_known_ = false, divergence_next_ = false;
   std::optional<ForwardBatch<Memory>> last_batch_;
   RuntimeReport last_report_;
 };

@@ -25,6 +25,9 @@ enum class PumpSnapshot {
   Default,           // SideStreamCopies, until the H200 measures the kernel route (docs/perf-notes.md)
   SideStreamCopies,  // a device copy of the counters on the engine's stream; the host copies on a side stream
   Kernel,            // one kernel on the engine's stream writes counters and new rows into pinned host memory
+  // The snapshot taken by the forward's last canary pass into a pinned mailbox (a kernel captured with the
+  // passes): end_step() only reads host memory, no CUDA call. Unmeasured on a GPU (docs/runtime.md).
+  InGraph,
 };
 
 // The engine's dimensions, from which Capacities are derived (derive_capacities()).
