@@ -21,7 +21,7 @@ _REPORT_FORMATS = {"one-line": False, "multi-line": True}
 _REAL_KV_MODES = {"none": 0, "partial": 1, "all": 2}
 _PLAN_ALGORITHMS = {"default": 0, "portable": 1, "cuda-persistent": 2}
 _CANARY_ALGORITHMS = {"default": 0, "portable": 1, "cuda": 2}
-_PUMP_SNAPSHOTS = {"default": 0, "side-stream-copies": 1, "kernel": 2}  # PumpSnapshot, docs/runtime.md
+_PUMP_SNAPSHOTS = {"default": 0, "side-stream-copies": 1, "kernel": 2, "in-graph": 3}  # PumpSnapshot, docs/runtime.md
 GROUPS = ("target", "swa", "draft")
 
 
@@ -75,7 +75,7 @@ class CanaryConfig:
     capacities: Capacities = field(default_factory=Capacities)
     plan_algorithm: str = "default"       # 'default', 'portable', 'cuda-persistent'
     canary_algorithm: str = "default"     # 'default', 'portable', 'cuda'
-    pump_snapshot: str = "default"        # 'default', 'side-stream-copies', 'kernel' (how end_step() snapshots)
+    pump_snapshot: str = "default"        # 'default', 'side-stream-copies', 'kernel', 'in-graph' (docs/runtime.md)
 
 
 def _int(value, name: str) -> int:
