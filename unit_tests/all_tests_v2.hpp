@@ -3,3 +3,4 @@
 #include "test_canary_v2_facts.hpp"
 #include "test_canary_v2_differential.hpp"
 #include "test_canary_v2_identity.hpp"
+#include "test_plan_and_verify.hpp"

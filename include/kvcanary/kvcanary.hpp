@@ -14,6 +14,7 @@
 #include <kvcanary/stages/head_fingerprint.hpp>
 #include <kvcanary/stages/padding_check.hpp>
 #include <kvcanary/stages/plan.hpp>
+#include <kvcanary/stages/plan_and_verify.hpp>
 #include <kvcanary/stages/plan_types.hpp>
 #include <kvcanary/stages/plan_validate.hpp>
 #include <kvcanary/stages/poisoned_prefixes.hpp>

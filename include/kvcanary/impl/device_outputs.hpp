@@ -21,6 +21,7 @@ struct DeviceOutputs {
   Scalar write_num_valid_reqs, input_error_bits, first_bad_row;
   Array verify_offsets;  // workspace
 
+  DeviceOutputs() = default;
   DeviceOutputs(const VerifyPlan<MemorySpace>& v, const WritePlan<MemorySpace>& w, const PlanStatus<MemorySpace>& s,
                 const PlanWorkspace<MemorySpace>& ws)
       : verify_slot_indices(v.verify_slot_indices.data(), v.verify_slot_indices.extent(0)),

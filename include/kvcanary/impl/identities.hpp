@@ -23,10 +23,11 @@ struct IdentitiesFunctor {
   Array verify_identities, write_identities;
   DeviceOutputs<MemorySpace> out;
   std::int64_t batch_size;
+  bool store_verify_identities;  // false for plan_and_verify(), whose plan stores no verify entry
 
   KOKKOS_INLINE_FUNCTION void operator()(const member_type& team) const {
     // The entries exist only when they fit (SPEC §4: on overflow no verify array is touched).
-    const bool entries = out.verify_offsets(batch_size) <= out.verify_capacity();
+    const bool entries = store_verify_identities && out.verify_offsets(batch_size) <= out.verify_capacity();
     for (std::int64_t r = team.league_rank(); r < batch_size; r += team.league_size()) {
       const std::int64_t identity = req_identities(r);
       Kokkos::single(Kokkos::PerTeam(team), [&]() { write_identities(r) = identity; });
@@ -45,7 +46,8 @@ struct IdentitiesFunctor {
 template <class ExecutionSpace, class MemorySpace>
 void launch_identities(const ExecutionSpace& space, const PlanInputs<MemorySpace>& inputs,
                        const VerifyPlan<MemorySpace>& verify_plan, const WritePlan<MemorySpace>& write_plan,
-                       const DeviceOutputs<MemorySpace>& out, std::int64_t batch_size) {
+                       const DeviceOutputs<MemorySpace>& out, std::int64_t batch_size,
+                       bool store_verify_identities = true) {
   using Functor = IdentitiesFunctor<ExecutionSpace, MemorySpace>;
   static_assert(sizeof(Functor) < kMaxKernelArgumentBytes, "kvcanary: kernel arguments must stay small");
   using Array = typename Functor::Array;
@@ -53,7 +55,8 @@ void launch_identities(const ExecutionSpace& space, const PlanInputs<MemorySpace
   const auto& verify_ids = *verify_plan.verify_identities;
   const auto& write_ids = *write_plan.write_identities;
   const Functor functor{DeviceVector<MemorySpace>(ids.data(), ids.extent(0)), Array(verify_ids.data(), verify_ids.extent(0)),
-                        Array(write_ids.data(), write_ids.extent(0)), out, batch_size};
+                        Array(write_ids.data(), write_ids.extent(0)), out, batch_size,
+                        store_verify_identities};
   constexpr std::int64_t kMaxLeague = 65535;
   const std::int64_t league = batch_size < 1 ? 1 : (batch_size < kMaxLeague ? batch_size : kMaxLeague);
   Kokkos::parallel_for("kvcanary::plan[identities]",

@@ -91,35 +91,51 @@ KOKKOS_INLINE_FUNCTION void verify_entry(const DeviceVerifyTarget<MemorySpace>& 
   if (bits != 0) ring.push(t.kernel_kind, e.slot, position, token, e.expected_token, prev_hash, expected_chain, bits);
 }
 
+// What a verify call checks against, whatever the source of its entries (the VerifyPlan's arrays here,
+// the plan's inputs in verify_from_inputs.hpp): the targets, the ring and the options, and the two steps
+// every route must take alike, so that the routes cannot drift apart.
 template <class MemorySpace>
-struct VerifyFunctor {
-  DeviceVerifyPlan<MemorySpace> plan;
+struct VerifyCall {
   DeviceVerifyTarget<MemorySpace> targets[kMaxVerifyTargets];
   int num_targets;
   DeviceRing<MemorySpace> ring;
   bool check_expected_token;
   VerifyChecks checks;
 
+  // SPEC-CANARY §5 steps 1-2 for work item i: item 0 counts the runs, every target as one verify call
+  // (one call over K and V moves the counters as two calls would). Returns whether entry i is checked.
+  KOKKOS_INLINE_FUNCTION bool count_runs(const std::int64_t i, const std::int32_t enable,
+                                         const std::int64_t active) const {
+    if (enable == 0) {
+      if (i == 0) ring.add_runs(0, num_targets);
+      return false;
+    }
+    if (i == 0) ring.add_runs(active * num_targets, num_targets);
+    return i < active;
+  }
+
+  // Steps 3-4 for one active entry, against every target.
+  KOKKOS_INLINE_FUNCTION void check(const VerifyEntry& e) const {
+    for (int t = 0; t < num_targets; ++t) verify_entry(targets[t], ring, e, checks);
+  }
+};
+
+template <class MemorySpace>
+struct VerifyFunctor {
+  DeviceVerifyPlan<MemorySpace> plan;
+  VerifyCall<MemorySpace> call;
+
   KOKKOS_INLINE_FUNCTION void operator()(const std::int64_t i) const {
-    // Every target counts as one verify call (SPEC-CANARY §5 steps 1-2), so one call over K and V
-    // moves the counters as two calls would.
     // Every read of the plan at once, before any branch on what they hold: the scalars and the entry
     // (i < capacity: in bounds, whatever the scalars say) cost one memory latency, not three.
     const std::int32_t enable = plan.enable(), num_valid = plan.num_valid();
     VerifyEntry e{0, 0, 0, -1, 0};
     if (i < plan.capacity())
       e = VerifyEntry{plan.slots(i), plan.expected_positions(i), plan.prev_slots(i),
-                      check_expected_token ? plan.expected_tokens(i) : -1, 0};
+                      call.check_expected_token ? plan.expected_tokens(i) : -1, 0};
     // A uniform branch: a plan without identities reads nothing more and its mask stays 0.
     if (plan.has_identities && i < plan.capacity()) e.mask = identity_mask(plan.identities(i));
-    if (enable == 0) {
-      if (i == 0) ring.add_runs(0, num_targets);
-      return;
-    }
-    const std::int64_t active = plan.active(num_valid);
-    if (i == 0) ring.add_runs(active * num_targets, num_targets);
-    if (i >= active) return;
-    for (int t = 0; t < num_targets; ++t) verify_entry(targets[t], ring, e, checks);
+    if (call.count_runs(i, enable, plan.active(num_valid))) call.check(e);
   }
 };
 

@@ -31,6 +31,46 @@
 
 namespace kvcanary {
 
+namespace Impl {
+
+// Whether a plan call stores its verify entries. plan_and_verify() (SPEC-CANARY §5.1) computes each entry
+// again from the inputs, so its plan stores none: the VerifyPlan's four arrays (and verify_identities)
+// are left untouched; the WritePlan, the scalars, the status and the workspace's offsets are written alike.
+enum class VerifyEntries { Store, Skip };
+
+// plan()'s launches, after validate(). With VerifyEntries::Skip only the offsets scan runs (the
+// portable entries kernel stores nothing else), on every backend: CUDA's persistent kernels fuse the
+// scan with the stores, so such a call takes the portable route (one scan, no entries launch).
+template <class ExecutionSpace, class MemorySpace>
+void launch_plan(const ExecutionSpace& space, const PlanInputs<MemorySpace>& inputs,
+                 const VerifyPlan<MemorySpace>& verify_plan, const WritePlan<MemorySpace>& write_plan,
+                 const PlanStatus<MemorySpace>& status, const PlanWorkspace<MemorySpace>& workspace,
+                 const PlanOptions& options, VerifyEntries entries) {
+  const DeviceInputs<MemorySpace> in(inputs);
+  const DeviceOutputs<MemorySpace> out(verify_plan, write_plan, status, workspace);
+  const std::int64_t batch_size = inputs.batch_size();
+  const bool store = entries == VerifyEntries::Store;
+
+  Kokkos::Profiling::pushRegion("kvcanary::plan");
+  using Backend = EntriesBackend<ExecutionSpace>;
+  bool done = false;
+  if constexpr (Backend::has_cuda_persistent) {
+    // The fast path returns false, having launched nothing, when its preconditions fail.
+    if (store && options.algorithm != EntriesAlgorithm::Portable) done = Backend::plan(space, in, out, batch_size);
+  }
+  if (!done) {
+    Kokkos::Profiling::pushRegion(store ? "kvcanary::plan[portable]" : "kvcanary::plan[offsets_only]");
+    launch_offsets(space, in, out, batch_size);
+    if (store) launch_entries_portable(space, in, out, batch_size);
+    Kokkos::Profiling::popRegion();
+  }
+  // SPEC-CANARY §11.7: only a call with identities launches anything more.
+  if (inputs.req_identities) launch_identities(space, inputs, verify_plan, write_plan, out, batch_size, store);
+  Kokkos::Profiling::popRegion();
+}
+
+}  // namespace Impl
+
 template <class ExecutionSpace, class MemorySpace>
 void plan(const ExecutionSpace& space, const PlanInputs<MemorySpace>& inputs,
           const VerifyPlan<MemorySpace>& verify_plan, const WritePlan<MemorySpace>& write_plan,
@@ -44,28 +84,7 @@ void plan(const ExecutionSpace& space, const PlanInputs<MemorySpace>& inputs,
                 "kvcanary::plan: the plan's memory space must be accessible from the execution space");
 
   validate(inputs, verify_plan, write_plan, status, workspace);
-
-  const Impl::DeviceInputs<MemorySpace> in(inputs);
-  const Impl::DeviceOutputs<MemorySpace> out(verify_plan, write_plan, status, workspace);
-  const std::int64_t batch_size = inputs.batch_size();
-
-  Kokkos::Profiling::pushRegion("kvcanary::plan");
-  using Backend = Impl::EntriesBackend<ExecutionSpace>;
-  bool done = false;
-  if constexpr (Backend::has_cuda_persistent) {
-    // The fast path returns false, having launched nothing, when its preconditions fail.
-    if (options.algorithm != EntriesAlgorithm::Portable) done = Backend::plan(space, in, out, batch_size);
-  }
-  if (!done) {
-    Kokkos::Profiling::pushRegion("kvcanary::plan[portable]");
-    Impl::launch_offsets(space, in, out, batch_size);
-    Impl::launch_entries_portable(space, in, out, batch_size);
-    Kokkos::Profiling::popRegion();
-  }
-  // SPEC-CANARY §11.7: only a call with identities launches anything more.
-  if (inputs.req_identities)
-    Impl::launch_identities(space, inputs, verify_plan, write_plan, out, batch_size);
-  Kokkos::Profiling::popRegion();
+  Impl::launch_plan(space, inputs, verify_plan, write_plan, status, workspace, options, Impl::VerifyEntries::Store);
 }
 
 }  // namespace kvcanary

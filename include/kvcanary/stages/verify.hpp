@@ -44,7 +44,45 @@ struct TargetRef {
   const RealKv<MemorySpace>& real_kv;
 };
 
-// `targets` is any container of size() targets with .buffer, .kernel_kind and .real_kv.
+// The host checks of the plan a verify call reads (its four arrays, identities and scalars).
+template <class MemorySpace>
+void check_verify_plan(const char* where, const VerifyPlan<MemorySpace>& verify_plan) {
+  const std::int64_t capacity = verify_plan.capacity();
+  if (extent_of(verify_plan.verify_expected_tokens) != capacity || extent_of(verify_plan.verify_expected_positions) != capacity ||
+      extent_of(verify_plan.verify_prev_slot_indices) != capacity)
+    throw_invalid_in(where, "the four verify arrays must have one extent (verify_slot_indices has ", capacity, ")");
+  if (verify_plan.verify_identities && extent_of(*verify_plan.verify_identities) != capacity)
+    throw_invalid_in(where, "verify_identities has ", extent_of(*verify_plan.verify_identities),
+                     " entries but verify_slot_indices has ", capacity);
+  if (verify_plan.verify_num_valid.data() == nullptr || verify_plan.enable.data() == nullptr)
+    throw_invalid_in(where, "verify_num_valid or enable is not allocated");
+}
+
+// The host checks of a call's targets and ring, and their device handles. `targets` is any container of
+// size() targets with .buffer, .kernel_kind and .real_kv.
+template <class MemorySpace, class Targets>
+VerifyCall<MemorySpace> make_verify_call(const char* where, const Targets& targets, const ViolationRing<MemorySpace>& ring,
+                                         const VerifyOptions& options) {
+  if (targets.size() == 0 || targets.size() > static_cast<std::size_t>(kMaxVerifyTargets))
+    throw_invalid_in(where, "got ", targets.size(), " canary buffers, must be 1 to ", kMaxVerifyTargets);
+  check_ring(where, ring);
+  VerifyCall<MemorySpace> call{};
+  call.num_targets = static_cast<int>(targets.size());
+  call.ring = DeviceRing<MemorySpace>(ring);
+  call.check_expected_token = options.check_expected_token;
+  call.checks = options.checks;
+  for (std::size_t t = 0; t < targets.size(); ++t) {
+    check_buffer(where, targets[t].buffer);
+    check_kernel_kind(where, targets[t].kernel_kind);
+    call.targets[t].buffer = DeviceBuffer<MemorySpace>(targets[t].buffer);
+    call.targets[t].real_kv = device_real_kv(where, targets[t].real_kv, targets[t].buffer.num_slots());
+    for (std::size_t u = 0; u < targets.size(); ++u)  // no buffer inside any source of the call
+      check_buffer_apart_from_sources(where, targets[t].buffer, targets[u].real_kv);
+    call.targets[t].kernel_kind = static_cast<std::int64_t>(targets[t].kernel_kind);
+  }
+  return call;
+}
+
 template <class ExecutionSpace, class MemorySpace, class Targets>
 void verify_targets(const ExecutionSpace& space, const VerifyPlan<MemorySpace>& verify_plan, const Targets& targets,
                     const ViolationRing<MemorySpace>& ring, const VerifyOptions& options) {
@@ -53,34 +91,10 @@ void verify_targets(const ExecutionSpace& space, const VerifyPlan<MemorySpace>& 
   static_assert(Kokkos::SpaceAccessibility<ExecutionSpace, MemorySpace>::accessible,
                 "kvcanary::verify: the canary's memory space must be accessible from the execution space");
   constexpr const char* kWhere = "verify";
-  const std::int64_t capacity = verify_plan.capacity();
-  if (extent_of(verify_plan.verify_expected_tokens) != capacity || extent_of(verify_plan.verify_expected_positions) != capacity ||
-      extent_of(verify_plan.verify_prev_slot_indices) != capacity)
-    throw_invalid_in(kWhere, "the four verify arrays must have one extent (verify_slot_indices has ", capacity, ")");
-  if (verify_plan.verify_identities && extent_of(*verify_plan.verify_identities) != capacity)
-    throw_invalid_in(kWhere, "verify_identities has ", extent_of(*verify_plan.verify_identities),
-                     " entries but verify_slot_indices has ", capacity);
-  if (verify_plan.verify_num_valid.data() == nullptr || verify_plan.enable.data() == nullptr)
-    throw_invalid_in(kWhere, "verify_num_valid or enable is not allocated");
-  if (targets.size() == 0 || targets.size() > static_cast<std::size_t>(kMaxVerifyTargets))
-    throw_invalid_in(kWhere, "got ", targets.size(), " canary buffers, must be 1 to ", kMaxVerifyTargets);
-  check_ring(kWhere, ring);
-
+  check_verify_plan(kWhere, verify_plan);
   VerifyFunctor<MemorySpace> functor{};
+  functor.call = make_verify_call<MemorySpace>(kWhere, targets, ring, options);
   functor.plan = DeviceVerifyPlan<MemorySpace>(verify_plan);
-  functor.num_targets = static_cast<int>(targets.size());
-  functor.ring = DeviceRing<MemorySpace>(ring);
-  functor.check_expected_token = options.check_expected_token;
-  functor.checks = options.checks;
-  for (std::size_t t = 0; t < targets.size(); ++t) {
-    check_buffer(kWhere, targets[t].buffer);
-    check_kernel_kind(kWhere, targets[t].kernel_kind);
-    functor.targets[t].buffer = DeviceBuffer<MemorySpace>(targets[t].buffer);
-    functor.targets[t].real_kv = device_real_kv(kWhere, targets[t].real_kv, targets[t].buffer.num_slots());
-    for (std::size_t u = 0; u < targets.size(); ++u)  // no buffer inside any source of the call
-      check_buffer_apart_from_sources(kWhere, targets[t].buffer, targets[u].real_kv);
-    functor.targets[t].kernel_kind = static_cast<std::int64_t>(targets[t].kernel_kind);
-  }
 
   Kokkos::Profiling::pushRegion("kvcanary::verify");
   launch_verify_portable(space, functor);

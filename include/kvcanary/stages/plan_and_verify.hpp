@@ -1,0 +1,69 @@
+#ifndef KVCANARY_PLAN_AND_VERIFY_HPP
+#define KVCANARY_PLAN_AND_VERIFY_HPP
+
+// kvcanary::plan_and_verify(): plan() then the multi-target verify() of its VerifyPlan, with the verify
+// entries computed from the plan's inputs instead of stored and read back (SPEC-CANARY §5.1).
+//
+//   plan_and_verify(space, inputs, verify_plan, write_plan, status, workspace, targets, ring
+//                   [, plan_options[, verify_options]]);
+//
+// * The same ring rows (in another order), bits and counters as plan() then verify(space, verify_plan,
+//   targets, ring, verify_options) over the same inputs and buffers, and the same WritePlan, scalars,
+//   status and workspace offsets. The VerifyPlan's four arrays and verify_identities are left untouched:
+//   32 bytes an entry (40 with identities) neither written nor read, the head pass's main traffic.
+// * Use it when nothing reads those arrays after the call (the runtime's tail pass does: it re-verifies
+//   the head plan after the forward, so a group with one keeps plan() then verify()).
+// * Two launches: the plan's offsets scan (the portable route on every backend, CUDA included: its
+//   persistent kernels fuse the scan with the stores this call skips; plan_options.algorithm is not
+//   consulted), the identity copy when the inputs carry identities (write_identities only), and one
+//   verify kernel, "kvcanary::verify[from_inputs]".
+// * Asynchronous on `space`, no allocation, copy or fence (capturable in a CUDA graph).
+// * Everything plan() and verify() check on the host is checked first: a call that breaks a rule throws
+//   std::invalid_argument before any launch.
+
+#include <kvcanary/impl/verify_from_inputs.hpp>
+#include <kvcanary/stages/canary_types.hpp>
+#include <kvcanary/stages/plan.hpp>
+#include <kvcanary/stages/plan_types.hpp>
+#include <kvcanary/stages/verify.hpp>
+
+#include <vector>
+
+namespace kvcanary {
+
+template <class ExecutionSpace, class MemorySpace>
+void plan_and_verify(const ExecutionSpace& space, const PlanInputs<MemorySpace>& inputs,
+                     const VerifyPlan<MemorySpace>& verify_plan, const WritePlan<MemorySpace>& write_plan,
+                     const PlanStatus<MemorySpace>& status, const PlanWorkspace<MemorySpace>& workspace,
+                     const std::vector<VerifyTarget<MemorySpace>>& targets, const ViolationRing<MemorySpace>& ring,
+                     const PlanOptions& plan_options = PlanOptions{},
+                     const VerifyOptions& verify_options = VerifyOptions{}) {
+  static_assert(Kokkos::is_execution_space<ExecutionSpace>::value,
+                "kvcanary::plan_and_verify: the first argument must be a Kokkos execution space instance");
+  static_assert(Kokkos::is_memory_space<MemorySpace>::value,
+                "kvcanary::plan_and_verify: the plan types must be templated on a Kokkos memory space");
+  static_assert(Kokkos::SpaceAccessibility<ExecutionSpace, MemorySpace>::accessible,
+                "kvcanary::plan_and_verify: the plan's memory space must be accessible from the execution space");
+
+  // Every host check of both calls, before any launch.
+  constexpr const char* kWhere = "plan_and_verify";
+  validate(inputs, verify_plan, write_plan, status, workspace);
+  Impl::check_verify_plan(kWhere, verify_plan);
+  Impl::VerifyFromInputsFunctor<MemorySpace> functor{};
+  functor.call = Impl::make_verify_call<MemorySpace>(kWhere, targets, ring, verify_options);
+  functor.in = Impl::DeviceInputs<MemorySpace>(inputs);
+  functor.out = Impl::DeviceOutputs<MemorySpace>(verify_plan, write_plan, status, workspace);
+  functor.has_identities = inputs.req_identities.has_value();
+  if (functor.has_identities)
+    functor.req_identities = Impl::DeviceVector<MemorySpace>(inputs.req_identities->data(), inputs.req_identities->extent(0));
+  functor.batch_size = inputs.batch_size();
+
+  Kokkos::Profiling::pushRegion("kvcanary::plan_and_verify");
+  Impl::launch_plan(space, inputs, verify_plan, write_plan, status, workspace, plan_options, Impl::VerifyEntries::Skip);
+  Impl::launch_verify_from_inputs(space, functor);
+  Kokkos::Profiling::popRegion();
+}
+
+}  // namespace kvcanary
+
+#endif

@@ -1,0 +1,285 @@
+// plan_and_verify() (SPEC-CANARY §5.1) on this backend: random head passes run by both routes (plan() then
+// verify(), and plan_and_verify()) from copies of one state, each compared with the host reference (plan,
+// then verify once per buffer): the same ring rows as multisets, counts and counters, the same WritePlan,
+// scalars and status, and the VerifyPlan's verify arrays left as they were (poisoned) by the fused route.
+// Then a pinned case, and the host errors thrown before any launch.
+
+#include "test_canary_cases.hpp"
+#include "test_canary_support.hpp"
+#include "test_random_cases.hpp"
+
+#include <kvcanary/impl/hash.hpp>
+#include <kvcanary/stages/plan_and_verify.hpp>
+#include <kvcanary/tools/host_bridge_plan.hpp>
+
+#include <random>
+
+namespace kvcanary_test {
+
+// A head pass's state on the host: the plan's inputs and starting outputs, the buffers and the ring.
+struct HeadPassCase {
+  Inputs inputs;
+  Outputs start;  // the plan arrays before the call (poisoned)
+  std::vector<Buffer> buffers;
+  std::vector<KernelKind> kinds;
+  std::vector<RealKv> real_kvs;
+  Ring ring;
+  kvcanary::VerifyOptions options;
+};
+
+struct HeadPassResult {
+  Outputs plan;
+  Ring ring;
+};
+
+// One head pass on the backend, by plan() then verify() or by plan_and_verify(), from the case's state.
+template <class ExecSpace>
+HeadPassResult run_head_pass(const HeadPassCase& c, bool fused, std::int64_t stride_bytes = kvcanary::kRecordBytes) {
+  using Memory = typename ExecSpace::memory_space;
+  const ExecSpace space;
+  const auto capacity = static_cast<std::int64_t>(c.start.verify_slot_indices.size());
+  const auto write_capacity = static_cast<std::int64_t>(c.start.write_seed_slot_indices.size());
+  const auto verify_plan = kvcanary::allocate_verify_plan(space, capacity, c.start.verify_identities.has_value());
+  const auto write_plan = kvcanary::allocate_write_plan(space, write_capacity, c.start.write_identities.has_value());
+  const auto status = kvcanary::allocate_plan_status(space);
+  const auto workspace = kvcanary::allocate_plan_workspace(space, batch_size(c.inputs));
+  const auto inputs = kvcanary::upload_inputs(space, c.inputs);
+  kvcanary::upload_outputs(space, c.start, verify_plan, write_plan, status);
+  std::vector<kvcanary::VerifyTarget<Memory>> targets;
+  for (std::size_t t = 0; t < c.buffers.size(); ++t)
+    targets.push_back({kvcanary::upload_canary_buffer(space, c.buffers[t], stride_bytes), c.kinds[t],
+                       kvcanary::upload_real_kv(space, c.real_kvs[t])});
+  const auto ring = kvcanary::upload_violation_ring(space, c.ring);
+  if (fused) {
+    kvcanary::plan_and_verify(space, inputs, verify_plan, write_plan, status, workspace, targets, ring,
+                              kvcanary::PlanOptions{}, c.options);
+  } else {
+    kvcanary::plan(space, inputs, verify_plan, write_plan, status, workspace);
+    kvcanary::verify(space, verify_plan, targets, ring, c.options);
+  }
+  HeadPassResult result{c.start, {}};
+  kvcanary::download_outputs(space, verify_plan, write_plan, status, result.plan);
+  result.ring = kvcanary::download_violation_ring(space, ring);
+  return result;
+}
+
+// The reference's plan, then its verify of each buffer in order into `ring`.
+inline Outputs reference_head_pass(const HeadPassCase& c, Ring& ring) {
+  Outputs plan = c.start;
+  kvcanary::reference::plan(c.inputs, plan);
+  for (std::size_t t = 0; t < c.buffers.size(); ++t)
+    kvcanary::reference::verify(plan, c.buffers[t], c.kinds[t], c.real_kvs[t], c.options.check_expected_token,
+                                c.options.checks, ring);
+  return plan;
+}
+
+// Both routes against the reference; returns the fused route's result.
+template <class ExecSpace>
+HeadPassResult expect_both_routes_match(const HeadPassCase& c, std::int64_t stride_bytes = kvcanary::kRecordBytes) {
+  Ring reference_ring = c.ring;
+  const Outputs reference = reference_head_pass(c, reference_ring);
+  Ring all = c.ring;
+  all.capacity = reference_ring.count + 1;
+  reference_head_pass(c, all);
+
+  const HeadPassResult plain = run_head_pass<ExecSpace>(c, false, stride_bytes);
+  EXPECT_TRUE(same_plan(plain.plan, reference)) << "plan() then verify()";
+  EXPECT_TRUE(same_ring(plain.ring, reference_ring, all)) << "plan() then verify()";
+
+  const HeadPassResult fused = run_head_pass<ExecSpace>(c, true, stride_bytes);
+  // The verify arrays are the starting ones; everything else is the reference's.
+  EXPECT_EQ(fused.plan.verify_slot_indices, c.start.verify_slot_indices);
+  EXPECT_EQ(fused.plan.verify_expected_tokens, c.start.verify_expected_tokens);
+  EXPECT_EQ(fused.plan.verify_expected_positions, c.start.verify_expected_positions);
+  EXPECT_EQ(fused.plan.verify_prev_slot_indices, c.start.verify_prev_slot_indices);
+  EXPECT_EQ(fused.plan.verify_identities, c.start.verify_identities);
+  Outputs rest = fused.plan;
+  rest.verify_slot_indices = reference.verify_slot_indices;
+  rest.verify_expected_tokens = reference.verify_expected_tokens;
+  rest.verify_expected_positions = reference.verify_expected_positions;
+  rest.verify_prev_slot_indices = reference.verify_prev_slot_indices;
+  rest.verify_identities = reference.verify_identities;
+  EXPECT_TRUE(same_plan(rest, reference)) << "plan_and_verify()";
+  EXPECT_TRUE(same_ring(fused.ring, reference_ring, all)) << "plan_and_verify()";
+  return fused;
+}
+
+class PlanAndVerify : public ::testing::Test {
+ protected:
+  using ExecSpace = KVCANARY_TEST_EXECSPACE;
+  std::mt19937_64 rng{20261205};
+
+  std::int64_t uniform(std::int64_t lo, std::int64_t hi) { return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng); }
+  bool coin(int one_in) { return uniform(0, one_in - 1) == 0; }
+
+  static HeadPassCase with_outputs(Inputs in, const Capacities& caps) {
+    HeadPassCase c;
+    c.start = poisoned(caps);
+    if (in.req_identities) {
+      c.start.verify_identities = Int64s(static_cast<std::size_t>(caps.verify), kPoison);
+      c.start.write_identities = Int64s(static_cast<std::size_t>(caps.write), kPoison);
+    }
+    c.inputs = std::move(in);
+    return c;
+  }
+
+  // Records that pass some of the plan's entries (the reference plan's, in order, so that a chain link
+  // names its predecessor as stamped), FREED records and garbage around them.
+  void stamp_some_entries(HeadPassCase& c, Buffer& buffer) {
+    Outputs plan = c.start;
+    kvcanary::reference::plan(c.inputs, plan);
+    if (plan.enable == 0) return;
+    const auto n = static_cast<std::int64_t>(buffer.size());
+    for (std::int32_t i = 0; i < plan.verify_num_valid; ++i) {
+      const auto e = static_cast<std::size_t>(i);
+      const std::int64_t slot = plan.verify_slot_indices[e], prev = plan.verify_prev_slot_indices[e];
+      if (slot <= 0 || slot >= n || prev >= n || coin(3)) continue;
+      Record& r = buffer[static_cast<std::size_t>(slot)];
+      const std::int64_t mask = plan.verify_identities ? kvcanary::Impl::identity_mask((*plan.verify_identities)[e]) : 0;
+      const std::int64_t expected = plan.verify_expected_tokens[e];
+      r.token = expected >= 0 ? expected : uniform(0, 1000);
+      r.position = plan.verify_expected_positions[e];
+      r.prev_hash = prev > 0 ? (kvcanary::Impl::record_hash(buffer[static_cast<std::size_t>(prev)].prev_hash,
+                                                            buffer[static_cast<std::size_t>(prev)].token,
+                                                            buffer[static_cast<std::size_t>(prev)].position) ^
+                                mask)
+                             : uniform(INT64_MIN, INT64_MAX);
+      r.real_kv_hash = 0;
+      if (coin(12)) r.token = kvcanary::kFreedToken;
+    }
+  }
+};
+
+// ~200 random head passes: bad rows, padding, sliding windows, LUTs, expected-token pools, capacities
+// exact, short (enable 0) and loose, identities, real-KV sources, slot 0, FREED records, one to four
+// buffers, both checks on and off, rings that overflow.
+TEST_F(PlanAndVerify, RandomHeadPassesMatchPlanThenVerify) {
+  CaseGenerator cases(0x5EC51);
+  CanaryCaseGenerator canary(0x5EC52);
+  std::int64_t rows = 0, entries = 0, disabled = 0, identities = 0, real_kv = 0;
+  for (int k = 0; k < 200; ++k) {
+    SCOPED_TRACE("head pass case " + std::to_string(k));
+    RandomCase r = cases.next(coin(10) ? uniform(17, 80) : uniform(0, 16));
+    Inputs& in = r.inputs;
+    const std::int64_t bs = batch_size(in);
+    for (std::int32_t& v : in.req_to_token)
+      if (coin(25)) v = 0;  // the padding slot in a live row (SPEC-CANARY §11.3)
+    if (coin(3)) {
+      Int64s ids;
+      for (std::int64_t b = 0; b < bs; ++b) ids.push_back(coin(3) ? 0 : coin(2) ? uniform(1, 3) : uniform(INT64_MIN, INT64_MAX));
+      in.req_identities = ids;
+      ++identities;
+    }
+    HeadPassCase c = with_outputs(in, r.capacities);
+    const std::int64_t slots = uniform(1, in.max_reqs * in.max_seq_len + 2);
+    const int buffers = static_cast<int>(coin(3) ? uniform(1, kvcanary::kMaxVerifyTargets) : 2);
+    for (int t = 0; t < buffers; ++t) {
+      Buffer buffer = canary.buffer(slots);
+      stamp_some_entries(c, buffer);
+      c.buffers.push_back(std::move(buffer));
+      c.kinds.push_back(static_cast<KernelKind>(uniform(0, 11)));
+      c.real_kvs.push_back(canary.real_kv(slots));
+      real_kv += c.real_kvs.back().sources.empty() ? 0 : 1;
+    }
+    c.ring = empty_ring(coin(5) ? uniform(0, 3) : uniform(4, 256));
+    c.ring.kernel_run_counter = uniform(0, 5);
+    c.ring.slot_run_counter = uniform(0, 50);
+    c.options.check_expected_token = !coin(4);
+    c.options.checks = kvcanary::VerifyChecks{!coin(3), !coin(3)};
+    const HeadPassResult fused = expect_both_routes_match<ExecSpace>(c);
+    if (HasFailure()) return;
+    rows += fused.ring.count;
+    entries += fused.ring.slot_run_counter - c.ring.slot_run_counter;
+    disabled += fused.plan.enable == 0 ? 1 : 0;
+  }
+  // Cases that can fail: rows reported and entries passed, overflowing plans, identities, real KV.
+  EXPECT_GT(rows, 0);
+  EXPECT_GT(entries, rows) << "no entry passed its checks";
+  EXPECT_GT(disabled, 0);
+  EXPECT_GT(identities, 0);
+  EXPECT_GT(real_kv, 0);
+}
+
+// A pinned pass: two rows of three and two entries over K and V; the verify arrays (poisoned) stay as they
+// were while the rows are reported, and with enable 0 (capacity one short) nothing is checked.
+TEST_F(PlanAndVerify, VerifyArraysStayPoisonedWhileEntriesAreChecked) {
+  Inputs in = linear(3, 4);
+  for (std::int32_t& v : in.req_to_token) v += 1;
+  set_batch(in, {1, 2}, {3, 2}, {1, 1});
+  in.req_identities = Int64s{0, 9};
+  HeadPassCase c = with_outputs(in, {8, 2});
+  c.buffers = {Buffer(13), Buffer(13)};  // never written: every entry fails
+  c.kinds = {KernelKind::HEAD_K_FULL, KernelKind::HEAD_V_FULL};
+  c.real_kvs = {RealKv{}, RealKv{}};
+  c.ring = empty_ring(32);
+  const HeadPassResult fused = expect_both_routes_match<ExecSpace>(c);
+  EXPECT_EQ(fused.plan.verify_num_valid, 5);
+  EXPECT_EQ(fused.plan.verify_slot_indices, Int64s(8, kPoison));
+  EXPECT_EQ(*fused.plan.verify_identities, Int64s(8, kPoison));
+  EXPECT_EQ(*fused.plan.write_identities, (Int64s{0, 9}));
+  EXPECT_EQ(fused.ring.count, 10);
+  EXPECT_EQ(fused.ring.kernel_run_counter, 2);
+  EXPECT_EQ(fused.ring.slot_run_counter, 10);
+
+  HeadPassCase over = with_outputs(in, {4, 2});
+  over.buffers = c.buffers;
+  over.kinds = c.kinds;
+  over.real_kvs = c.real_kvs;
+  over.ring = empty_ring(32);
+  const HeadPassResult disabled = expect_both_routes_match<ExecSpace>(over);
+  EXPECT_EQ(disabled.plan.enable, 0);
+  EXPECT_EQ(disabled.ring.count, 0);
+  EXPECT_EQ(disabled.ring.kernel_run_counter, 2);
+  EXPECT_EQ(disabled.ring.slot_run_counter, 0);
+}
+
+// Every host rule of plan() and verify() throws std::invalid_argument before any launch: the ring's
+// counters and the plan's outputs stay as they were.
+TEST_F(PlanAndVerify, HostErrorsThrowBeforeAnyLaunch) {
+  using Memory = ExecSpace::memory_space;
+  const ExecSpace space;
+  Inputs host = linear(3, 4);
+  set_batch(host, {1, 2}, {3, 2}, {1, 1});
+  const auto inputs = kvcanary::upload_inputs(space, host);
+  const Outputs start = poisoned({8, 2});
+  auto verify_plan = kvcanary::allocate_verify_plan(space, 8, false);
+  const auto write_plan = kvcanary::allocate_write_plan(space, 2, false);
+  const auto status = kvcanary::allocate_plan_status(space);
+  const auto workspace = kvcanary::allocate_plan_workspace(space, 2);
+  kvcanary::upload_outputs(space, start, verify_plan, write_plan, status);
+  const auto buffer = kvcanary::upload_canary_buffer(space, Buffer(13));
+  const std::vector<kvcanary::VerifyTarget<Memory>> one{{buffer, KernelKind::HEAD_K_FULL, {}}};
+  const auto ring = kvcanary::upload_violation_ring(space, empty_ring(4));
+  const auto call = [&](const kvcanary::PlanInputs<Memory>& in, const kvcanary::VerifyPlan<Memory>& vp,
+                        const std::vector<kvcanary::VerifyTarget<Memory>>& targets,
+                        const kvcanary::ViolationRing<Memory>& r) {
+    return invalid_argument_message(
+        [&] { kvcanary::plan_and_verify(space, in, vp, write_plan, status, workspace, targets, r); });
+  };
+  EXPECT_THAT(call(inputs, verify_plan, {}, ring).value_or(""), ::testing::HasSubstr("got 0 canary buffers"));
+  EXPECT_THAT(call(inputs, verify_plan, std::vector<kvcanary::VerifyTarget<Memory>>(5, one[0]), ring).value_or(""),
+              ::testing::HasSubstr("kvcanary::plan_and_verify"));
+  kvcanary::ViolationRing<Memory> no_count = ring;
+  no_count.count = {};
+  EXPECT_THAT(call(inputs, verify_plan, one, no_count).value_or(""), ::testing::HasSubstr("count or run counters"));
+  auto short_tokens = verify_plan;
+  short_tokens.verify_expected_tokens = decltype(short_tokens.verify_expected_tokens)("short", 7);
+  EXPECT_THAT(call(inputs, short_tokens, one, ring).value_or(""), ::testing::HasSubstr("the four verify arrays"));
+  Inputs with_ids = host;
+  with_ids.req_identities = Int64s{1, 2};  // the plans hold no identity arrays
+  EXPECT_THAT(call(kvcanary::upload_inputs(space, with_ids), verify_plan, one, ring).value_or(""),
+              ::testing::HasSubstr("req_identities"));
+  auto small_workspace = kvcanary::allocate_plan_workspace(space, 0);
+  EXPECT_TRUE(invalid_argument_message([&] {
+                kvcanary::plan_and_verify(space, inputs, verify_plan, write_plan, status, small_workspace, one, ring);
+              }).has_value());
+
+  const Ring after = kvcanary::download_violation_ring(space, ring);
+  EXPECT_EQ(after.kernel_run_counter, 0);
+  EXPECT_EQ(after.slot_run_counter, 0);
+  Outputs untouched = start;
+  kvcanary::download_outputs(space, verify_plan, write_plan, status, untouched);
+  EXPECT_TRUE(same_plan(untouched, start));
+}
+
+}  // namespace kvcanary_test
