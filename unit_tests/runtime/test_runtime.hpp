@@ -118,6 +118,49 @@ TEST_F(Runtime, EveryGroupTailAndSweepMatchTheReference) {
   EXPECT_FALSE(h.ref[0].ring.rows.empty());
 }
 
+// Both head verify routes (HeadVerify, SPEC-CANARY §5.1) on every group, over sweeps, corruptions, the
+// expected-token pool and a verify capacity some steps overflow (a disabled head pass): each matches the
+// reference, and the two report the same violations, warnings and health step by step. With a tail pass
+// the groups with real-KV sources keep the plan route (after_forward() reads the stored entries).
+TEST_F(Runtime, HeadVerifyRoutesMatchTheReferenceAndEachOther) {
+  for (const bool tail : {false, true}) {
+    std::vector<std::vector<std::int64_t>> counts;
+    std::vector<std::vector<std::string>> warnings;
+    for (const auto route : {kvcanary::HeadVerify::FromPlan, kvcanary::HeadVerify::FromInputs}) {
+      SCOPED_TRACE(std::string(route == kvcanary::HeadVerify::FromInputs ? "from inputs" : "from plan") +
+                   (tail ? ", tail pass" : ""));
+      EngineShape shape;
+      shape.swa = shape.draft = true;
+      shape.real_kv = tail;
+      auto config = quiet();
+      config.head_verify = route;
+      config.verify_token_assert = true;
+      config.sweep_interval = 4;
+      config.health_check_every_n_steps = 5;
+      config.capacities.verify_capacity = 150;  // long prefixes overflow it: enable 0, nothing checked
+      if (tail) {
+        config.tail_pass = true;
+        config.real_kv_mode = kvcanary::RealKvMode::Partial;
+      }
+      Harness h(shape, config, 11);
+      run_and_compare(h, 40, 4, 6);
+      counts.emplace_back();
+      warnings.emplace_back();
+      for (const auto& report : h.reports) {
+        EXPECT_TRUE(report.health_errors.empty()) << "step " << report.step;
+        counts.back().push_back(report.violations.count);
+        for (const auto& w : report.warnings) warnings.back().push_back(w);
+      }
+      EXPECT_FALSE(h.ref[0].ring.rows.empty());  // the corruptions were seen
+    }
+    EXPECT_EQ(counts[0], counts[1]);
+    EXPECT_EQ(warnings[0], warnings[1]);
+    if (!tail) {
+      EXPECT_FALSE(warnings[0].empty()) << "no step overflowed the verify capacity";
+    }
+  }
+}
+
 // The snapshot routes (PumpSnapshot): the side-stream copies, the one kernel, the in-graph mailbox.
 constexpr kvcanary::PumpSnapshot kPumpRoutes[] = {kvcanary::PumpSnapshot::SideStreamCopies,
                                                   kvcanary::PumpSnapshot::Kernel, kvcanary::PumpSnapshot::InGraph};

@@ -23,6 +23,7 @@
 
 #include <kvcanary/stages/canary_types.hpp>
 #include <kvcanary/stages/plan.hpp>
+#include <kvcanary/stages/plan_and_verify.hpp>
 #include <kvcanary/stages/plan_types.hpp>
 #include <kvcanary/stages/report.hpp>
 #include <kvcanary/runtime/config.hpp>
@@ -86,9 +87,14 @@ class Canary {
     Kokkos::Profiling::pushRegion("kvcanary::Canary::before_forward");
     for (Group& g : groups_) {
       if (!g.on) continue;
-      plan(space_, plan_inputs(g, batch), g.head_plan, g.write_plan, g.status, g.workspace, config_.plan_options);
-      verify(space_, g.head_plan, g.head_targets, g.ring_for(Stage::Verify, g.head_targets[0].kernel_kind),
-             verify_options());
+      const ViolationRing<Memory>& ring = g.ring_for(Stage::Verify, g.head_targets[0].kernel_kind);
+      if (head_verify_from_inputs(g)) {
+        plan_and_verify(space_, plan_inputs(g, batch), g.head_plan, g.write_plan, g.status, g.workspace,
+                        g.head_targets, ring, config_.plan_options, verify_options());
+      } else {
+        plan(space_, plan_inputs(g, batch), g.head_plan, g.write_plan, g.status, g.workspace, config_.plan_options);
+        verify(space_, g.head_plan, g.head_targets, ring, verify_options());
+      }
       write_k_and_v(g, step_tokens(tokens_of(g, batch)), g.head_write);
     }
     if (!config_.tail_pass) snapshot_in_graph();  // the forward's last canary pass
@@ -214,6 +220,7 @@ class Canary {
   const CanaryBuffer<Memory>& v_buffer(GroupKind kind) const { return groups_[static_cast<int>(kind)].v; }
   // The group's ring with the counters of one (stage, tag); rows and count are the group's.
   ViolationRing<Memory> ring(GroupKind kind) const { return groups_[static_cast<int>(kind)].rows_ring; }
+  // Its verify arrays hold this step's entries only on the FromPlan route (head_verify_from_inputs()).
   const VerifyPlan<Memory>& verify_plan(GroupKind kind) const { return groups_[static_cast<int>(kind)].head_plan; }
   const WritePlan<Memory>& write_plan(GroupKind kind) const { return groups_[static_cast<int>(kind)].write_plan; }
   // The device block of counters (runtime/impl/counter_block.hpp), for tests.
@@ -443,6 +450,13 @@ class Canary {
   }
 
   // ---- pass helpers ----
+
+  // HeadVerify::FromInputs leaves the head plan's verify arrays unwritten (SPEC-CANARY §5.1), so only a
+  // group that reads them nowhere after before_forward() takes it: after_forward()'s tail verify reads
+  // them; the write passes read the WritePlan only, and sweep() plans its own entries.
+  bool head_verify_from_inputs(const Group& g) const {
+    return config_.head_verify == HeadVerify::FromInputs && !g.tail;
+  }
 
   VerifyOptions verify_options() const {
     VerifyOptions options;

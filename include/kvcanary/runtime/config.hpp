@@ -30,6 +30,14 @@ enum class PumpSnapshot {
   InGraph,
 };
 
+// How before_forward() runs a group's head verify (docs/runtime.md, "Decisions").
+enum class HeadVerify {
+  Default,     // FromPlan, until the H200 measures FromInputs (docs/perf-notes.md)
+  FromPlan,    // plan() stores the verify entries, verify() reads them back
+  FromInputs,  // plan_and_verify() (SPEC-CANARY §5.1): the entries computed from the batch, never stored;
+               // a group with a tail pass keeps FromPlan (after_forward() re-verifies its stored entries)
+};
+
 // The engine's dimensions, from which Capacities are derived (derive_capacities()).
 struct EngineDimensions {
   std::int64_t pool_slots = 0;              // KV slots of the full-attention pool (canary records per buffer)
@@ -77,6 +85,7 @@ struct CanaryConfig {
   bool sweep_swa_group = true;                // sweep() verifies the SWA group too (the original does)
   RealKvMode real_kv_mode = RealKvMode::None; // fingerprints of the real KV bytes (needs tail_pass)
   bool tail_pass = false;                     // after_forward(): verify + re-stamp the groups with real-KV sources
+  HeadVerify head_verify = HeadVerify::Default;  // the head verify's route (same rows and counters either way)
   bool write_input_assert = false;            // batches carry expected_input_ids / expected_positions
   bool verify_token_assert = false;           // EngineTables carries the expected-token pool
   bool chain_position_assert = true;          // initial value of the device flag (set_chain_position_assert())
