@@ -13,6 +13,11 @@
 //   step_id/<workload>/<launch>   the same step with a request identity per row (CanaryConfig::
 //                              request_identities, SPEC-CANARY §11.7): the plan's extra launch and the masks
 //
+//   step_fused/<workload>/<launch>   the same step with CanaryConfig::head_verify = HeadVerify::FromInputs
+//                              (plan_and_verify(), SPEC-CANARY §5.1: the head verify computes its entries
+//                              from the batch; the plan stores none); the same checks, and the same bytes
+//                              counted as step/ (the SPEC §7 work of the step), so the two read side by side
+//
 //   step_pump/<workload>/<launch>   the same step followed by Canary::end_step() (the asynchronous report
 //                              pump); time per step with the pump, and pump_us_per_step = that minus the same
 //                              steps without end_step(), measured alternately in each iteration (bs 1 and 64:
@@ -63,7 +68,8 @@ struct StepCall {
   canary::StepTokens tokens;  // host copy, for the reference
 
   StepCall(const ExecutionSpace& space_, const VerifyCase& c,
-           kvcanary::PumpSnapshot pump = kvcanary::PumpSnapshot::Default)
+           kvcanary::PumpSnapshot pump = kvcanary::PumpSnapshot::Default,
+           kvcanary::HeadVerify head_verify = kvcanary::HeadVerify::Default)
       : space(space_) {
     const Inputs& in = c.workload.inputs;
     inputs = kvcanary::upload_inputs(space, in);
@@ -87,6 +93,7 @@ struct StepCall {
     config.report_mode = kvcanary::ReportMode::None;
     config.health_check_every_n_steps = 0;
     config.pump_snapshot = pump;
+    config.head_verify = head_verify;
     config.verify_token_assert = in.req_to_verify_expected_tokens.has_value();
     config.request_identities = in.req_identities.has_value();
     config.dimensions.pool_slots = num_canary_slots(in);
@@ -121,11 +128,12 @@ inline void expect_clean_step(const kvcanary::RuntimeReport& report, const std::
 }
 
 template <class ExecutionSpace>
-void bench_step(benchmark::State& state, const WorkloadShape& shape, bool identities, Launch launch) {
+void bench_step(benchmark::State& state, const WorkloadShape& shape, bool identities, Launch launch,
+                kvcanary::HeadVerify head_verify = kvcanary::HeadVerify::Default) {
   run_checked(state, [&] {
     const std::shared_ptr<VerifyCase> c = verify_case(shape, identities);
     Instance<ExecutionSpace> instance;
-    StepCall<ExecutionSpace> call(instance.space(), *c);
+    StepCall<ExecutionSpace> call(instance.space(), *c, kvcanary::PumpSnapshot::Default, head_verify);
 
     call.run();  // eager, checked
     expect_clean_step(call.canary->flush(), "eager step");
@@ -234,6 +242,9 @@ void register_step_benchmarks(const std::string& backend) {
                      [shape, mode](benchmark::State& state) { bench_step<ExecutionSpace>(state, shape, false, mode); });
       register_timed("step_id/" + shape.name + "/" + launch.second,
                      [shape, mode](benchmark::State& state) { bench_step<ExecutionSpace>(state, shape, true, mode); });
+      register_timed("step_fused/" + shape.name + "/" + launch.second, [shape, mode](benchmark::State& state) {
+        bench_step<ExecutionSpace>(state, shape, false, mode, kvcanary::HeadVerify::FromInputs);
+      });
       // bs 1: a host-bound loop (the pump's host time shows); bs 256 (CUDA only, by its size): a GPU-bound
       // loop, the host a step ahead, so the difference is what the pump costs the engine's stream.
       if (shape.name == "decode_bs1" || shape.name == "decode_bs64" || shape.name == "decode_bs256")
