@@ -21,6 +21,8 @@
 //   docs/cli-limits.md).
 // * options.checks (SPEC-CANARY §11, on by default): a plan entry of slot 0 gives a VERIFY_SLOT_ZERO row
 //   (256), a FREED record read gives VERIFY_FREED (128); VerifyChecks::v1() is §5 exactly.
+// * plan_and_verify() (plan_and_verify.hpp, SPEC-CANARY §5.1) is plan() then the multi-target call with the
+//   entries computed from the plan's inputs, never stored: the same rows and counters, the same VerifyCall.
 // * A plan with verify_identities (SPEC-CANARY §11.7) expects each entry's chain link masked by its
 //   request's identity: a record another identity wrote fails the chain check (bit 1).
 
