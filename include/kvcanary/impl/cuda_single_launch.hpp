@@ -28,9 +28,9 @@ constexpr std::int64_t kSmallMaxRows = 32;            // small_plan_kernel gives
 // The whole plan in one launch, for batch_size <= kFusedMaxRows (one row per thread). Every block
 // scans the rows into shared memory (one round of loads), block 0 also writes the WritePlan, the
 // scalars, the status and the workspace's verify_offsets, then all blocks expand their tiles.
-template <class MemorySpace>
+template <class MemorySpace, class Sink>
 __global__ void __launch_bounds__(kTileThreads)
-    fused_plan_kernel(const DeviceInputs<MemorySpace> in, const DeviceOutputs<MemorySpace> out,
+    fused_plan_kernel(const DeviceInputs<MemorySpace> in, const DeviceOutputs<MemorySpace> out, const Sink sink,
                       const std::int64_t batch_size) {
   using BlockScan = cub::BlockScan<ScanPair, kTileThreads>;
   __shared__ std::int64_t offsets[kFusedMaxRows + 1];
@@ -60,13 +60,15 @@ __global__ void __launch_bounds__(kTileThreads)
   }
   if (leader && r == 0) out.verify_offsets(batch_size) = totals.verify;
   __syncthreads();
-  if (leader && threadIdx.x == 0)
+  if (leader && threadIdx.x == 0) {
     write_totals(out, batch_size, totals.verify, totals.write, status.error_bits,
                  bad_row_or_none(status.first_bad_row));
+    sink.count_runs(totals.verify, out.verify_capacity());
+  }
   zero_write_offsets_tail(out, batch_size);
 
   if (totals.verify > out.verify_capacity()) return;  // overflow: the verify arrays stay untouched
-  expand_tiles<kEntriesPerThread>(in, out, StagedOffsets{offsets, 0}, StagedRowFields{rows, 0}, batch_size,
+  expand_tiles<kEntriesPerThread>(in, sink, StagedOffsets{offsets, 0}, StagedRowFields{rows, 0}, batch_size,
                                   totals.verify);
 }
 
@@ -74,9 +76,9 @@ __global__ void __launch_bounds__(kTileThreads)
 // barrier: every warp scans the rows itself (shuffles; the status is part of the scan value) into its
 // own slice of shared memory and expands its share of each tile from it. Warp 0 of block 0 also
 // writes the WritePlan, the scalars and the status. Tiles of kTileThreads * kPerThread entries.
-template <class MemorySpace, int kPerThread>
+template <class MemorySpace, int kPerThread, class Sink>
 __global__ void __launch_bounds__(kTileThreads)
-    small_plan_kernel(const DeviceInputs<MemorySpace> in, const DeviceOutputs<MemorySpace> out,
+    small_plan_kernel(const DeviceInputs<MemorySpace> in, const DeviceOutputs<MemorySpace> out, const Sink sink,
                       const std::int64_t batch_size) {
   constexpr int kWarps = kTileThreads / 32;
   __shared__ std::int64_t offsets[kWarps][kSmallMaxRows + 1];
@@ -109,12 +111,13 @@ __global__ void __launch_bounds__(kTileThreads)
       out.verify_offsets(batch_size) = all.lengths.verify;
       write_totals(out, batch_size, all.lengths.verify, all.lengths.write, all.error_bits,
                    bad_row_or_none(all.first_bad_row));
+      sink.count_runs(all.lengths.verify, out.verify_capacity());
     }
   }
   zero_write_offsets_tail(out, batch_size);
 
   if (all.lengths.verify > out.verify_capacity()) return;  // overflow: the verify arrays stay untouched
-  expand_tiles<kPerThread>(in, out, StagedOffsets{offsets[warp], 0}, StagedRowFields{rows[warp], 0}, batch_size,
+  expand_tiles<kPerThread>(in, sink, StagedOffsets{offsets[warp], 0}, StagedRowFields{rows[warp], 0}, batch_size,
                            all.lengths.verify);
 }
 

@@ -2,7 +2,9 @@
 #define KVCANARY_IMPL_CUDA_TILES_HPP
 
 // The CUDA persistent path's unit of work: one block expands one tile (up to kTileEntries entries)
-// of the flat verify array, given the rows that own the tile's first and last entries.
+// of the flat verify array, given the rows that own the tile's first and last entries, and hands each
+// entry to a sink: StoreEntries writes the VerifyPlan's arrays (plan()); a sink may instead consume the
+// entry where it is made (plan_and_verify(), SPEC-CANARY §5.1).
 
 #include <Kokkos_Core.hpp>
 
@@ -56,13 +58,28 @@ __device__ void store_entry_streaming(const DeviceOutputs<MemorySpace>& out, std
   __stcs(reinterpret_cast<long long*>(&out.verify_prev_slot_indices(i)), static_cast<long long>(v.prev_slot));
 }
 
+// The plan's sink: each entry into the VerifyPlan's four arrays. `streaming` (a tile of one row with a LUT)
+// stores evict-first; the row is not needed.
+template <class MemorySpace>
+struct StoreEntries {
+  DeviceOutputs<MemorySpace> out;
+  __device__ void put(std::int64_t i, std::int64_t /*row*/, const EntryValues& v, bool streaming) const {
+    if (streaming)
+      store_entry_streaming(out, i, v);
+    else
+      store_entry(out, i, v);
+  }
+  // Called once per call (one thread) with the plan's verify total: a consuming sink counts its runs here.
+  __device__ void count_runs(std::int64_t /*total*/, std::int64_t /*capacity*/) const {}
+};
+
 // A tile inside one row, the common case when rows are longer than a tile: the row's inputs and
 // base pointers once, then per entry one req_to_token load, one pool load and the stores. Entries of
 // a warp have consecutive positions, so an entry's predecessor slot is the slot of the lane below
 // (one LUT gather per entry, not two); lane 0 loads its own.
-template <int kPerThread, class MemorySpace>
-__device__ void expand_row_tile(const DeviceInputs<MemorySpace>& in, const DeviceOutputs<MemorySpace>& out,
-                                const RowFields& f, std::int64_t row_begin, std::int64_t begin, std::int64_t end) {
+template <int kPerThread, class MemorySpace, class Sink>
+__device__ void expand_row_tile(const DeviceInputs<MemorySpace>& in, const Sink& sink, const RowFields& f,
+                                std::int64_t row, std::int64_t row_begin, std::int64_t begin, std::int64_t end) {
   const std::int64_t first_position = in.window_start(f.prefix) + (begin - row_begin);
   const std::int32_t* const tokens = &in.req_to_token(f.pool_row, 0);
   const std::int32_t* const pool = in.pool_row_data(f.pool_row);
@@ -89,10 +106,7 @@ __device__ void expand_row_tile(const DeviceInputs<MemorySpace>& in, const Devic
     const std::int64_t i = begin + k * kTileThreads + threadIdx.x;
     const EntryValues v{slot[k], token[k], position[k], lane0 ? before[k] : below};
     if (i >= end) continue;
-    if (in.has_lut)
-      store_entry_streaming(out, i, v);
-    else
-      store_entry(out, i, v);
+    sink.put(i, row, v, in.has_lut);
   }
 }
 
@@ -102,12 +116,12 @@ __device__ void expand_row_tile(const DeviceInputs<MemorySpace>& in, const Devic
 // their loads are in flight together: owners (offsets only), row inputs, entry values
 // (req_to_token, pool, LUT), then the stores. A store between loads would serialize them: the int64
 // outputs may alias the int64 inputs.
-template <int kPerThread, class MemorySpace, class Offsets, class Rows>
-__device__ void expand_tile(const DeviceInputs<MemorySpace>& in, const DeviceOutputs<MemorySpace>& out,
+template <int kPerThread, class MemorySpace, class Sink, class Offsets, class Rows>
+__device__ void expand_tile(const DeviceInputs<MemorySpace>& in, const Sink& sink,
                             const Offsets& offsets, const Rows& rows, std::int64_t first_row, std::int64_t last_row,
                             std::int64_t begin, std::int64_t end) {
   if (first_row == last_row) {  // block-uniform
-    expand_row_tile<kPerThread>(in, out, rows(first_row), offsets(first_row), begin, end);
+    expand_row_tile<kPerThread>(in, sink, rows(first_row), first_row, offsets(first_row), begin, end);
     return;
   }
   std::int64_t row[kPerThread], j[kPerThread];
@@ -129,21 +143,21 @@ __device__ void expand_tile(const DeviceInputs<MemorySpace>& in, const DeviceOut
 #pragma unroll
   for (int k = 0; k < kPerThread; ++k) {
     const std::int64_t i = begin + k * kTileThreads + threadIdx.x;
-    if (i < end) store_entry(out, i, values[k]);
+    if (i < end) sink.put(i, row[k], values[k], false);
   }
 }
 
 // Tiles (of kTileThreads * kPerThread entries) blockIdx.x, blockIdx.x + gridDim.x, ... of [0, total),
 // with the offsets and row inputs of every row at hand (the fused and small kernels' shared memory).
-template <int kPerThread, class MemorySpace, class Offsets, class Rows>
-__device__ void expand_tiles(const DeviceInputs<MemorySpace>& in, const DeviceOutputs<MemorySpace>& out,
+template <int kPerThread, class MemorySpace, class Sink, class Offsets, class Rows>
+__device__ void expand_tiles(const DeviceInputs<MemorySpace>& in, const Sink& sink,
                              const Offsets& offsets, const Rows& rows, std::int64_t batch_size, std::int64_t total) {
   constexpr std::int64_t tile = std::int64_t(kTileThreads) * kPerThread;
   for (std::int64_t begin = std::int64_t(blockIdx.x) * tile; begin < total; begin += std::int64_t(gridDim.x) * tile) {
     const std::int64_t end = begin + tile < total ? begin + tile : total;
     const std::int64_t first_row = owner_row(offsets, 0, batch_size - 1, begin);
     const std::int64_t last_row = owner_row(offsets, first_row, batch_size - 1, end - 1);
-    expand_tile<kPerThread>(in, out, offsets, rows, first_row, last_row, begin, end);
+    expand_tile<kPerThread>(in, sink, offsets, rows, first_row, last_row, begin, end);
   }
 }
 

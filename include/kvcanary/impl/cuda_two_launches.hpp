@@ -120,15 +120,16 @@ __global__ void __launch_bounds__(kRowsThreads)
 
 // The entries stage after rows_kernel. Each tile's rows are found with a block-wide search of the
 // offsets, and their offsets and inputs are staged in shared memory when there are few enough.
-template <class MemorySpace>
+template <class MemorySpace, class Sink>
 __global__ void __launch_bounds__(kTileThreads)
-    entries_kernel(const DeviceInputs<MemorySpace> in, const DeviceOutputs<MemorySpace> out,
+    entries_kernel(const DeviceInputs<MemorySpace> in, const DeviceOutputs<MemorySpace> out, const Sink sink,
                    const std::int64_t batch_size) {
   __shared__ std::int64_t offsets[kStagedRows + 1];
   __shared__ RowFields rows[kStagedRows];
   wait_for_rows_kernel();
-  if (out.enable() == 0) return;  // overflow: the verify arrays stay untouched
   const std::int64_t total = out.verify_offsets(batch_size);
+  if (blockIdx.x == 0 && threadIdx.x == 0) sink.count_runs(total, out.verify_capacity());
+  if (out.enable() == 0) return;  // overflow: the verify arrays stay untouched
   for (std::int64_t begin = std::int64_t(blockIdx.x) * kTileEntries; begin < total;
        begin += std::int64_t(gridDim.x) * kTileEntries) {
     const std::int64_t end = begin + kTileEntries < total ? begin + kTileEntries : total;
@@ -142,10 +143,10 @@ __global__ void __launch_bounds__(kTileThreads)
         if (t < n) rows[t] = in.row_fields(span.first + t);
       }
       __syncthreads();
-      expand_tile<kEntriesPerThread>(in, out, StagedOffsets{offsets, span.first}, StagedRowFields{rows, span.first},
+      expand_tile<kEntriesPerThread>(in, sink, StagedOffsets{offsets, span.first}, StagedRowFields{rows, span.first},
                                      span.first, span.last, begin, end);
     } else {
-      expand_tile<kEntriesPerThread>(in, out, out.verify_offsets, GlobalRowFields<MemorySpace>{in}, span.first,
+      expand_tile<kEntriesPerThread>(in, sink, out.verify_offsets, GlobalRowFields<MemorySpace>{in}, span.first,
                                      span.last, begin, end);
     }
     __syncthreads();  // the next tile restages

@@ -40,17 +40,17 @@ namespace CudaPersistent {
 
 // Queried once per kernel and device (the first call on a device must not be inside a graph capture).
 // `device` is the current device of the call (the space's), which the occupancy and attribute queries use.
-template <class MemorySpace>
+template <class MemorySpace, class Sink>
 struct Kernels {
   static int fused_blocks(int device) {
     static PerDevice cache;
-    return cache.get(device, [device] { return resident_blocks(fused_plan_kernel<MemorySpace>, kTileThreads, device); });
+    return cache.get(device, [device] { return resident_blocks(fused_plan_kernel<MemorySpace, Sink>, kTileThreads, device); });
   }
   template <int kPerThread>
   static int small_blocks(int device) {
     static PerDevice cache;
     return cache.get(device, [device] {
-      return resident_blocks(small_plan_kernel<MemorySpace, kPerThread>, kTileThreads, device);
+      return resident_blocks(small_plan_kernel<MemorySpace, kPerThread, Sink>, kTileThreads, device);
     });
   }
   // Whether the entries kernel may be a programmatic dependent launch: its code for this device was
@@ -60,14 +60,14 @@ struct Kernels {
     return cache.get(device, [device] {
              return on_device(device, [] {
                cudaFuncAttributes attributes{};
-               return cudaFuncGetAttributes(&attributes, entries_kernel<MemorySpace>) == cudaSuccess &&
+               return cudaFuncGetAttributes(&attributes, entries_kernel<MemorySpace, Sink>) == cudaSuccess &&
                       attributes.ptxVersion >= 90;
              });
            }) != 0;
   }
   static int entries_blocks(int device) {
     static PerDevice cache;
-    return cache.get(device, [device] { return resident_blocks(entries_kernel<MemorySpace>, kTileThreads, device); });
+    return cache.get(device, [device] { return resident_blocks(entries_kernel<MemorySpace, Sink>, kTileThreads, device); });
   }
 };
 
@@ -104,39 +104,47 @@ struct EntriesBackend<Kokkos::Cuda> {
   template <class MemorySpace>
   static bool plan(const Kokkos::Cuda& space, const DeviceInputs<MemorySpace>& in,
                    const DeviceOutputs<MemorySpace>& out, std::int64_t batch_size) {
+    return plan(space, in, out, batch_size, CudaPersistent::StoreEntries<MemorySpace>{out});
+  }
+
+  // The same with each verify entry handed to `sink` (cuda_tiles.hpp) instead of stored.
+  template <class MemorySpace, class Sink>
+  static bool plan(const Kokkos::Cuda& space, const DeviceInputs<MemorySpace>& in,
+                   const DeviceOutputs<MemorySpace>& out, std::int64_t batch_size, const Sink& sink) {
     using namespace CudaPersistent;
+    using K = Kernels<MemorySpace, Sink>;
     const int device = space.cuda_device();
     if (!is_current_device(device)) return false;
     const cudaStream_t stream = space.cuda_stream();
     if (batch_size <= kSmallMaxRows) {
       // Fewer 4-entry tiles than SMs: one-entry tiles, spread over the SMs.
       const bool spread = grid_blocks(out.verify_capacity(), INT_MAX) < static_cast<unsigned>(sm_count(device));
-      const int resident = spread ? Kernels<MemorySpace>::template small_blocks<kSpreadEntriesPerThread>(device)
-                                  : Kernels<MemorySpace>::template small_blocks<kEntriesPerThread>(device);
+      const int resident = spread ? K::template small_blocks<kSpreadEntriesPerThread>(device)
+                                  : K::template small_blocks<kEntriesPerThread>(device);
       if (resident <= 0) return false;
       Kokkos::Profiling::pushRegion("kvcanary::plan::entries[cuda_persistent_small]");
       if (spread)
-        small_plan_kernel<MemorySpace, kSpreadEntriesPerThread>
+        small_plan_kernel<MemorySpace, kSpreadEntriesPerThread, Sink>
             <<<grid_blocks(out.verify_capacity(), resident, std::int64_t(kTileThreads) * kSpreadEntriesPerThread),
-               kTileThreads, 0, stream>>>(in, out, batch_size);
+               kTileThreads, 0, stream>>>(in, out, sink, batch_size);
       else
-        small_plan_kernel<MemorySpace, kEntriesPerThread>
-            <<<grid_blocks(out.verify_capacity(), resident), kTileThreads, 0, stream>>>(in, out, batch_size);
+        small_plan_kernel<MemorySpace, kEntriesPerThread, Sink>
+            <<<grid_blocks(out.verify_capacity(), resident), kTileThreads, 0, stream>>>(in, out, sink, batch_size);
     } else if (batch_size <= kFusedMaxRows) {
-      const int resident = Kernels<MemorySpace>::fused_blocks(device);
+      const int resident = K::fused_blocks(device);
       if (resident <= 0) return false;
       Kokkos::Profiling::pushRegion("kvcanary::plan::entries[cuda_persistent_fused]");
-      fused_plan_kernel<MemorySpace>
-          <<<grid_blocks(out.verify_capacity(), resident), kTileThreads, 0, stream>>>(in, out, batch_size);
+      fused_plan_kernel<MemorySpace, Sink>
+          <<<grid_blocks(out.verify_capacity(), resident), kTileThreads, 0, stream>>>(in, out, sink, batch_size);
     } else {
-      const int resident = Kernels<MemorySpace>::entries_blocks(device);
+      const int resident = K::entries_blocks(device);
       if (resident <= 0) return false;
       Kokkos::Profiling::pushRegion("kvcanary::plan::entries[cuda_persistent]");
       const std::int64_t per_block = rows_per_block(batch_size);
       const unsigned row_blocks = static_cast<unsigned>((batch_size + per_block - 1) / per_block);
       rows_kernel<MemorySpace><<<row_blocks, kRowsThreads, 0, stream>>>(in, out, batch_size, per_block);
-      launch_after_previous(entries_kernel<MemorySpace>, grid_blocks(out.verify_capacity(), resident), stream,
-                            Kernels<MemorySpace>::dependent_launch(device), in, out, batch_size);
+      launch_after_previous(entries_kernel<MemorySpace, Sink>, grid_blocks(out.verify_capacity(), resident), stream,
+                            K::dependent_launch(device), in, out, sink, batch_size);
     }
     Kokkos::Profiling::popRegion();
     KVCANARY_CUDA_CHECK(cudaGetLastError());
