@@ -32,9 +32,12 @@ struct HeadPassResult {
   Ring ring;
 };
 
-// One head pass on the backend, by plan() then verify() or by plan_and_verify(), from the case's state.
+// One head pass on the backend, by plan() then verify() or by plan_and_verify(), from the case's state. On
+// CUDA the fused route's algorithm picks its kernels: Default, the persistent plan checking each entry
+// where it makes it; Portable, the offsets scan and verify[from_inputs] (the host backends run the latter).
 template <class ExecSpace>
-HeadPassResult run_head_pass(const HeadPassCase& c, bool fused, std::int64_t stride_bytes = kvcanary::kRecordBytes) {
+HeadPassResult run_head_pass(const HeadPassCase& c, bool fused, std::int64_t stride_bytes = kvcanary::kRecordBytes,
+                             kvcanary::EntriesAlgorithm algorithm = kvcanary::EntriesAlgorithm::Default) {
   using Memory = typename ExecSpace::memory_space;
   const ExecSpace space;
   const auto capacity = static_cast<std::int64_t>(c.start.verify_slot_indices.size());
@@ -51,8 +54,10 @@ HeadPassResult run_head_pass(const HeadPassCase& c, bool fused, std::int64_t str
                        kvcanary::upload_real_kv(space, c.real_kvs[t])});
   const auto ring = kvcanary::upload_violation_ring(space, c.ring);
   if (fused) {
-    kvcanary::plan_and_verify(space, inputs, verify_plan, write_plan, status, workspace, targets, ring,
-                              kvcanary::PlanOptions{}, c.options);
+    kvcanary::PlanOptions plan_options;
+    plan_options.algorithm = algorithm;
+    kvcanary::plan_and_verify(space, inputs, verify_plan, write_plan, status, workspace, targets, ring, plan_options,
+                              c.options);
   } else {
     kvcanary::plan(space, inputs, verify_plan, write_plan, status, workspace);
     kvcanary::verify(space, verify_plan, targets, ring, c.options);
@@ -75,7 +80,8 @@ inline Outputs reference_head_pass(const HeadPassCase& c, Ring& ring) {
 
 // Both routes against the reference; returns the fused route's result.
 template <class ExecSpace>
-HeadPassResult expect_both_routes_match(const HeadPassCase& c, std::int64_t stride_bytes = kvcanary::kRecordBytes) {
+HeadPassResult expect_both_routes_match(const HeadPassCase& c, std::int64_t stride_bytes = kvcanary::kRecordBytes,
+                                        kvcanary::EntriesAlgorithm algorithm = kvcanary::EntriesAlgorithm::Default) {
   Ring reference_ring = c.ring;
   const Outputs reference = reference_head_pass(c, reference_ring);
   Ring all = c.ring;
@@ -86,7 +92,7 @@ HeadPassResult expect_both_routes_match(const HeadPassCase& c, std::int64_t stri
   EXPECT_TRUE(same_plan(plain.plan, reference)) << "plan() then verify()";
   EXPECT_TRUE(same_ring(plain.ring, reference_ring, all)) << "plan() then verify()";
 
-  const HeadPassResult fused = run_head_pass<ExecSpace>(c, true, stride_bytes);
+  const HeadPassResult fused = run_head_pass<ExecSpace>(c, true, stride_bytes, algorithm);
   // The verify arrays are the starting ones; everything else is the reference's.
   EXPECT_EQ(fused.plan.verify_slot_indices, c.start.verify_slot_indices);
   EXPECT_EQ(fused.plan.verify_expected_tokens, c.start.verify_expected_tokens);
@@ -152,14 +158,15 @@ class PlanAndVerify : public ::testing::Test {
 
 // ~200 random head passes: bad rows, padding, sliding windows, LUTs, expected-token pools, capacities
 // exact, short (enable 0) and loose, identities, real-KV sources, slot 0, FREED records, one to four
-// buffers, both checks on and off, rings that overflow.
+// buffers, both checks on and off, rings that overflow; batches past 256 rows now and then (CUDA's two-launch
+// plan), and the fused route's algorithm alternating (CUDA's two fused routes).
 TEST_F(PlanAndVerify, RandomHeadPassesMatchPlanThenVerify) {
   CaseGenerator cases(0x5EC51);
   CanaryCaseGenerator canary(0x5EC52);
   std::int64_t rows = 0, entries = 0, disabled = 0, identities = 0, real_kv = 0;
   for (int k = 0; k < 200; ++k) {
     SCOPED_TRACE("head pass case " + std::to_string(k));
-    RandomCase r = cases.next(coin(10) ? uniform(17, 80) : uniform(0, 16));
+    RandomCase r = cases.next(coin(25) ? uniform(257, 300) : coin(10) ? uniform(17, 80) : uniform(0, 16));
     Inputs& in = r.inputs;
     const std::int64_t bs = batch_size(in);
     for (std::int32_t& v : in.req_to_token)
@@ -186,7 +193,8 @@ TEST_F(PlanAndVerify, RandomHeadPassesMatchPlanThenVerify) {
     c.ring.slot_run_counter = uniform(0, 50);
     c.options.check_expected_token = !coin(4);
     c.options.checks = kvcanary::VerifyChecks{!coin(3), !coin(3)};
-    const HeadPassResult fused = expect_both_routes_match<ExecSpace>(c);
+    const HeadPassResult fused = expect_both_routes_match<ExecSpace>(
+        c, kvcanary::kRecordBytes, k % 2 ? kvcanary::EntriesAlgorithm::Portable : kvcanary::EntriesAlgorithm::Default);
     if (HasFailure()) return;
     rows += fused.ring.count;
     entries += fused.ring.slot_run_counter - c.ring.slot_run_counter;

@@ -27,6 +27,7 @@
 #include <kvcanary/impl/cuda_queries.hpp>
 #include <kvcanary/impl/cuda_single_launch.hpp>
 #include <kvcanary/impl/cuda_two_launches.hpp>
+#include <kvcanary/impl/verify_entries_cuda.hpp>
 
 #include <cuda_runtime.h>
 
@@ -105,6 +106,16 @@ struct EntriesBackend<Kokkos::Cuda> {
   static bool plan(const Kokkos::Cuda& space, const DeviceInputs<MemorySpace>& in,
                    const DeviceOutputs<MemorySpace>& out, std::int64_t batch_size) {
     return plan(space, in, out, batch_size, CudaPersistent::StoreEntries<MemorySpace>{out});
+  }
+
+  // plan_and_verify()'s head pass (SPEC-CANARY §5.1) in the plan's own kernels: each entry checked where it
+  // is made (CheckEntries), none stored. One launch for up to 256 rows. Same return as plan().
+  template <class MemorySpace>
+  static bool plan_and_check(const Kokkos::Cuda& space, const DeviceInputs<MemorySpace>& in,
+                             const DeviceOutputs<MemorySpace>& out, std::int64_t batch_size,
+                             const VerifyCall<MemorySpace>& call, const DeviceVector<MemorySpace>& req_identities,
+                             bool has_identities) {
+    return plan(space, in, out, batch_size, CudaPersistent::CheckEntries<MemorySpace>{call, req_identities, has_identities});
   }
 
   // The same with each verify entry handed to `sink` (cuda_tiles.hpp) instead of stored.

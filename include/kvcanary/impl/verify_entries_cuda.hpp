@@ -24,23 +24,19 @@ namespace Impl {
 namespace CudaPersistent {
 
 template <class MemorySpace>
-struct VerifyEntries {
-  DeviceVerifyTarget<MemorySpace> targets[kMaxVerifyTargets];
-  int num_targets = 0;
-  DeviceRing<MemorySpace> ring;
-  bool check_expected_token = true;
-  VerifyChecks checks;
+struct CheckEntries {
+  VerifyCall<MemorySpace> call;  // the targets, ring and options: what every verify route shares
   // SPEC-CANARY §11.7: an entry's chain link is masked by its batch row's identity (read only when set).
   DeviceVector<MemorySpace> req_identities;
   bool has_identities = false;
 
   __device__ void put(std::int64_t /*i*/, std::int64_t row, const EntryValues& v, bool /*streaming*/) const {
-    const VerifyEntry e{v.slot, v.position, v.prev_slot, check_expected_token ? v.expected_token : -1,
-                        has_identities ? identity_mask(req_identities(row)) : 0};
-    for (int t = 0; t < num_targets; ++t) verify_entry(targets[t], ring, e, checks);
+    call.check(VerifyEntry{v.slot, v.position, v.prev_slot, call.check_expected_token ? v.expected_token : -1,
+                           has_identities ? identity_mask(req_identities(row)) : 0});
   }
+  // As VerifyCall::count_runs() for item 0 of a plan whose scalars are (enable, num_valid) = write_totals()'s.
   __device__ void count_runs(std::int64_t total, std::int64_t capacity) const {
-    ring.add_runs(total > capacity ? 0 : total * num_targets, num_targets);
+    call.count_runs(0, total > capacity ? 0 : 1, total > capacity ? capacity : total);
   }
 };
 

@@ -13,10 +13,11 @@
 //   32 bytes an entry (40 with identities) neither written nor read, the head pass's main traffic.
 // * Use it when nothing reads those arrays after the call (the runtime's tail pass does: it re-verifies
 //   the head plan after the forward, so a group with one keeps plan() then verify()).
-// * Two launches: the plan's offsets scan (the portable route on every backend, CUDA included: its
-//   persistent kernels fuse the scan with the stores this call skips; plan_options.algorithm is not
-//   consulted), the identity copy when the inputs carry identities (write_identities only), and one
-//   verify kernel, "kvcanary::verify[from_inputs]".
+// * Launches: on CUDA (plan_options.algorithm not Portable), the plan's persistent kernels with each entry
+//   checked where it is made (entries_cuda.hpp, CheckEntries): ONE launch for up to 256 rows, two above.
+//   Elsewhere, or when the fast path declines: the plan's offsets scan, then one verify kernel,
+//   "kvcanary::verify[from_inputs]". Either way the identity copy follows when the inputs carry identities
+//   (write_identities only).
 // * Asynchronous on `space`, no allocation, copy or fence (capturable in a CUDA graph).
 // * Everything plan() and verify() check on the host is checked first: a call that breaks a rule throws
 //   std::invalid_argument before any launch.
@@ -59,8 +60,21 @@ void plan_and_verify(const ExecutionSpace& space, const PlanInputs<MemorySpace>&
   functor.batch_size = inputs.batch_size();
 
   Kokkos::Profiling::pushRegion("kvcanary::plan_and_verify");
-  Impl::launch_plan(space, inputs, verify_plan, write_plan, status, workspace, plan_options, Impl::VerifyEntries::Skip);
-  Impl::launch_verify_from_inputs(space, functor);
+  using Backend = Impl::EntriesBackend<ExecutionSpace>;
+  bool done = false;
+  if constexpr (Backend::has_cuda_persistent) {
+    // The persistent plan kernels check each entry where they make it; false: nothing launched.
+    if (plan_options.algorithm != EntriesAlgorithm::Portable)
+      done = Backend::plan_and_check(space, functor.in, functor.out, functor.batch_size, functor.call,
+                                     functor.req_identities, functor.has_identities);
+    if (done && inputs.req_identities)  // write_identities only, as launch_plan() with VerifyEntries::Skip
+      Impl::launch_identities(space, inputs, verify_plan, write_plan, functor.out, functor.batch_size, false);
+  }
+  if (!done) {
+    Impl::launch_plan(space, inputs, verify_plan, write_plan, status, workspace, plan_options,
+                      Impl::VerifyEntries::Skip);
+    Impl::launch_verify_from_inputs(space, functor);
+  }
   Kokkos::Profiling::popRegion();
 }
 
