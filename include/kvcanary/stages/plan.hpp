@@ -39,8 +39,8 @@ namespace Impl {
 enum class VerifyEntries { Store, Skip };
 
 // plan()'s launches, after validate(). With VerifyEntries::Skip only the offsets scan runs (the
-// portable entries kernel stores nothing else), on every backend: CUDA's persistent kernels fuse the
-// scan with the stores, so such a call takes the portable route (one scan, no entries launch).
+// portable entries kernel stores nothing else), on every backend. plan_and_verify() calls it so only where
+// CUDA's persistent kernels (which fuse the scan with the entries) declined or are switched off.
 template <class ExecutionSpace, class MemorySpace>
 void launch_plan(const ExecutionSpace& space, const PlanInputs<MemorySpace>& inputs,
                  const VerifyPlan<MemorySpace>& verify_plan, const WritePlan<MemorySpace>& write_plan,
