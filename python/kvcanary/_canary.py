@@ -21,6 +21,7 @@ _REPORT_FORMATS = {"one-line": False, "multi-line": True}
 _REAL_KV_MODES = {"none": 0, "partial": 1, "all": 2}
 _PLAN_ALGORITHMS = {"default": 0, "portable": 1, "cuda-persistent": 2}
 _CANARY_ALGORITHMS = {"default": 0, "portable": 1, "cuda": 2}
+_HEAD_VERIFIES = {"default": 0, "from-plan": 1, "from-inputs": 2}  # HeadVerify, docs/runtime.md
 _PUMP_SNAPSHOTS = {"default": 0, "side-stream-copies": 1, "kernel": 2, "in-graph": 3}  # PumpSnapshot, docs/runtime.md
 GROUPS = ("target", "swa", "draft")
 
@@ -75,6 +76,7 @@ class CanaryConfig:
     capacities: Capacities = field(default_factory=Capacities)
     plan_algorithm: str = "default"       # 'default', 'portable', 'cuda-persistent'
     canary_algorithm: str = "default"     # 'default', 'portable', 'cuda'
+    head_verify: str = "default"          # 'default', 'from-plan', 'from-inputs' (the head verify's route)
     pump_snapshot: str = "default"        # 'default', 'side-stream-copies', 'kernel', 'in-graph' (docs/runtime.md)
 
 
@@ -146,6 +148,7 @@ def _config_dict(c: CanaryConfig) -> dict:
         "plan_algorithm": _choice(c.plan_algorithm, "plan_algorithm", _PLAN_ALGORITHMS),
         "canary_algorithm": _choice(c.canary_algorithm, "canary_algorithm", _CANARY_ALGORITHMS),
         "pump_snapshot": _choice(c.pump_snapshot, "pump_snapshot", _PUMP_SNAPSHOTS),
+        "head_verify": _choice(c.head_verify, "head_verify", _HEAD_VERIFIES),
     }
     for name in ("keep_never_written", "sweep_swa_group", "tail_pass", "write_input_assert", "verify_token_assert",
                  "chain_position_assert", "request_identities", "swa_group", "draft_group"):

@@ -80,7 +80,8 @@ CanaryConfig canary_config(const CanaryConfigArgs& a) {
   c.canary_algorithm = a.canary_algorithm == 1   ? CanaryAlgorithm::Portable
                        : a.canary_algorithm == 2 ? CanaryAlgorithm::Cuda
                                                  : CanaryAlgorithm::Default;
-  c.pump_snapshot = static_cast<PumpSnapshot>(a.pump_snapshot);  // the Python layer checked the value
+  c.pump_snapshot = static_cast<PumpSnapshot>(a.pump_snapshot);  // the Python layer checked the values
+  c.head_verify = static_cast<HeadVerify>(a.head_verify);
   return c;
 }
 
@@ -260,6 +261,7 @@ CanaryConfigArgs default_canary_config() {
   a.plan_algorithm = static_cast<int>(c.plan_options.algorithm);
   a.canary_algorithm = static_cast<int>(c.canary_algorithm);
   a.pump_snapshot = static_cast<int>(c.pump_snapshot);
+  a.head_verify = static_cast<int>(c.head_verify);
   return a;
 }
 

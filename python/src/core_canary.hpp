@@ -40,6 +40,7 @@ struct CanaryConfigArgs {
   int plan_algorithm = 0;    // 0 default, 1 portable, 2 cuda-persistent
   int canary_algorithm = 0;  // 0 default, 1 portable, 2 cuda
   int pump_snapshot = 0;     // PumpSnapshot: 0 default, 1 side-stream copies, 2 kernel, 3 in graph
+  int head_verify = 0;       // HeadVerify: 0 default, 1 from the plan, 2 from the inputs
 };
 
 // f(name, field) for every field but the sink (the Python layer's config dict has these keys).
@@ -76,6 +77,7 @@ void for_each_config_field(Args& a, F&& f) {
   f("plan_algorithm", a.plan_algorithm);
   f("canary_algorithm", a.canary_algorithm);
   f("pump_snapshot", a.pump_snapshot);
+  f("head_verify", a.head_verify);
 }
 
 CanaryConfigArgs default_canary_config();  // kvcanary::CanaryConfig{}'s values

@@ -242,6 +242,7 @@ def test_the_python_config_mirrors_the_cpp_defaults():
     assert defaults.pop("plan_algorithm") == 0 and c.plan_algorithm == "default"
     assert defaults.pop("canary_algorithm") == 0 and c.canary_algorithm == "default"
     assert defaults.pop("pump_snapshot") == 0 and c.pump_snapshot == "default"
+    assert defaults.pop("head_verify") == 0 and c.head_verify == "default"
     for part in (c.capacities, c.dimensions):
         for f in dataclasses.fields(part):
             assert getattr(part, f.name) == defaults.pop(f.name), f.name
@@ -279,6 +280,19 @@ def test_each_pump_route_reports_the_same_row_once(route):
     assert rows == expected.rows and len(rows) == 1 and canary.flush().rows == []
     with pytest.raises(ValueError, match="config.pump_snapshot must be one of"):
         run_with_violation(pump_snapshot="events")
+
+
+@pytest.mark.parametrize("route", ["from-plan", "from-inputs"])
+def test_each_head_verify_route_reports_the_same_row(route):
+    expected = run_with_violation(report_mode="none").flush()
+    canary = run_with_violation(report_mode="none", head_verify=route)
+    report = canary.flush()
+    assert report.rows == expected.rows and len(report.rows) == 1
+    counters = (report.slot_run_counter, report.kernel_run_counter)
+    assert counters == (expected.slot_run_counter, expected.kernel_run_counter)
+    assert report.slot_run_counter > 0
+    with pytest.raises(ValueError, match="config.head_verify must be one of"):
+        run_with_violation(head_verify="fused")
 
 
 def test_log_mode_goes_to_a_callable_or_to_the_kvcanary_logger(caplog):

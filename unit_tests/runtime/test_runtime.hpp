@@ -28,6 +28,9 @@ class Runtime : public ::testing::Test {
     return config;
   }
 
+  static void expect_overflowing_ring_reported_once(kvcanary::PumpSnapshot route, std::int64_t capacity, int steps,
+                                                    std::uint64_t seed);
+
   // Runs `steps` steps, flushes, and compares every group's rows (as multisets) and buffers.
   static void run_and_compare(Harness& h, int steps, int sweep_every, int corrupt_every) {
     for (int s = 1; s <= steps; ++s)
@@ -190,34 +193,40 @@ TEST_F(Runtime, PumpReportsEachRowOnceOneStepLater) {
   }
 }
 
-TEST_F(Runtime, PumpWindowAndRingOverflowLoseNothingTheRingKept) {
-  for (const auto route : kPumpRoutes) {
-    SCOPED_TRACE(route_name(route));
-    auto config = quiet();
-    config.ring_capacity = 10;
-    config.pump_rows_per_step = 3;  // fewer than a step's violations: the pump catches up over steps
-    config.pump_snapshot = route;
-    Harness h(EngineShape{}, config);
-    std::int64_t newly_lost = 0;
-    for (int s = 1; s <= 30; ++s) {
-      h.step(false, true);
-      newly_lost += h.reports.back().violations.newly_lost;
-    }
-    h.record(h.canary->flush());
+// A ring of `capacity` rows that overflows over `steps` steps with violations every step, pumped 3 rows a
+// step (fewer than a step's violations: the pump catches up over steps): exactly the ring's rows are
+// reported, each once (which violations won the rows is the device's order), and the rest counted as lost.
+inline void Runtime::expect_overflowing_ring_reported_once(kvcanary::PumpSnapshot route, std::int64_t capacity,
+                                                           int steps, std::uint64_t seed) {
+  SCOPED_TRACE(route_name(route));
+  auto config = quiet();
+  config.ring_capacity = capacity;
+  config.pump_rows_per_step = 3;
+  config.pump_snapshot = route;
+  Harness h(EngineShape{}, config, seed);
+  std::int64_t newly_lost = 0;
+  for (int s = 1; s <= steps; ++s) {
+    h.step(false, true);
     newly_lost += h.reports.back().violations.newly_lost;
-    const std::int64_t count = h.ref[0].ring.count;
-    ASSERT_GT(count, 10);
-    // Exactly the ring's rows, each once (which violations won the first rows is the device's order).
-    ASSERT_EQ(h.reported[0].size(), 10u);
-    auto expected = Harness::sorted(h.ref[0].ring.rows);
-    for (const auto& row : h.reported[0]) {
-      const auto it = std::find(expected.begin(), expected.end(), row);
-      ASSERT_NE(it, expected.end());
-    }
-    EXPECT_EQ(newly_lost, count - 10);
-    EXPECT_EQ(h.reports.back().violations.count, count);
-    EXPECT_TRUE(h.reports.back().violations.overflowed);
   }
+  h.record(h.canary->flush());
+  newly_lost += h.reports.back().violations.newly_lost;
+  const std::int64_t count = h.ref[0].ring.count;
+  ASSERT_GT(count, capacity);
+  ASSERT_EQ(static_cast<std::int64_t>(h.reported[0].size()), capacity);
+  auto expected = Harness::sorted(h.ref[0].ring.rows);
+  for (const auto& row : h.reported[0]) {  // each a row of the reference, none twice
+    const auto it = std::find(expected.begin(), expected.end(), row);
+    ASSERT_NE(it, expected.end());
+    expected.erase(it);
+  }
+  EXPECT_EQ(newly_lost, count - capacity);
+  EXPECT_EQ(h.reports.back().violations.count, count);
+  EXPECT_TRUE(h.reports.back().violations.overflowed);
+}
+
+TEST_F(Runtime, PumpWindowAndRingOverflowLoseNothingTheRingKept) {
+  for (const auto route : kPumpRoutes) expect_overflowing_ring_reported_once(route, 10, 30, 1);
 }
 
 TEST_F(Runtime, KernelAndInGraphRoutesMatchTheReferenceOnEveryGroup) {
@@ -282,30 +291,7 @@ TEST_F(Runtime, InGraphLosesAndRepeatsNoRowWithViolationsEveryStep) {
 }
 
 TEST_F(Runtime, InGraphRingOverflowReportsTheKeptRowsOnce) {
-  auto config = quiet();
-  config.ring_capacity = 12;
-  config.pump_rows_per_step = 3;
-  config.pump_snapshot = kvcanary::PumpSnapshot::InGraph;
-  Harness h(EngineShape{}, config, 5);
-  std::int64_t newly_lost = 0;
-  for (int s = 1; s <= 40; ++s) {
-    h.step(false, true);
-    newly_lost += h.reports.back().violations.newly_lost;
-  }
-  h.record(h.canary->flush());
-  newly_lost += h.reports.back().violations.newly_lost;
-  const std::int64_t count = h.ref[0].ring.count;
-  ASSERT_GT(count, 12);
-  ASSERT_EQ(h.reported[0].size(), 12u);
-  auto expected = Harness::sorted(h.ref[0].ring.rows);
-  for (const auto& row : h.reported[0]) {  // each a row of the reference, none twice
-    const auto it = std::find(expected.begin(), expected.end(), row);
-    ASSERT_NE(it, expected.end());
-    expected.erase(it);
-  }
-  EXPECT_EQ(newly_lost, count - 12);
-  EXPECT_EQ(h.reports.back().violations.count, count);
-  EXPECT_TRUE(h.reports.back().violations.overflowed);
+  expect_overflowing_ring_reported_once(kvcanary::PumpSnapshot::InGraph, 12, 40, 5);
 }
 
 // A clean run with sweeps, steps of two forwards and steps of none: the host's expectation of each forward
