@@ -175,8 +175,8 @@ void bench_step_pump(benchmark::State& state, const WorkloadShape& shape, Launch
     expect_clean_step(call.canary->flush(), "eager step");
     std::unique_ptr<StepCall<ExecutionSpace>> bare_call;
     if (route == kvcanary::PumpSnapshot::InGraph) {
-      bare_call = std::make_unique<StepCall<ExecutionSpace>>(instance.space(), *c,
-                                                             kvcanary::PumpSnapshot::SideStreamCopies);
+      bare_call =
+          std::make_unique<StepCall<ExecutionSpace>>(instance.space(), *c, kvcanary::PumpSnapshot::SideStreamCopies);
       bare_call->run();
       expect_clean_step(bare_call->canary->flush(), "eager step without the pump");
     }

@@ -115,7 +115,9 @@ class PlanAndVerify : public ::testing::Test {
   using ExecSpace = KVCANARY_TEST_EXECSPACE;
   std::mt19937_64 rng{20261205};
 
-  std::int64_t uniform(std::int64_t lo, std::int64_t hi) { return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng); }
+  std::int64_t uniform(std::int64_t lo, std::int64_t hi) {
+    return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng);
+  }
   bool coin(int one_in) { return uniform(0, one_in - 1) == 0; }
 
   static HeadPassCase with_outputs(Inputs in, const Capacities& caps) {
@@ -141,7 +143,8 @@ class PlanAndVerify : public ::testing::Test {
       const std::int64_t slot = plan.verify_slot_indices[e], prev = plan.verify_prev_slot_indices[e];
       if (slot <= 0 || slot >= n || prev >= n || coin(3)) continue;
       Record& r = buffer[static_cast<std::size_t>(slot)];
-      const std::int64_t mask = plan.verify_identities ? kvcanary::Impl::identity_mask((*plan.verify_identities)[e]) : 0;
+      const std::int64_t mask =
+          plan.verify_identities ? kvcanary::Impl::identity_mask((*plan.verify_identities)[e]) : 0;
       const std::int64_t expected = plan.verify_expected_tokens[e];
       r.token = expected >= 0 ? expected : uniform(0, 1000);
       r.position = plan.verify_expected_positions[e];
@@ -173,7 +176,8 @@ TEST_F(PlanAndVerify, RandomHeadPassesMatchPlanThenVerify) {
       if (coin(25)) v = 0;  // the padding slot in a live row (SPEC-CANARY §11.3)
     if (coin(3)) {
       Int64s ids;
-      for (std::int64_t b = 0; b < bs; ++b) ids.push_back(coin(3) ? 0 : coin(2) ? uniform(1, 3) : uniform(INT64_MIN, INT64_MAX));
+      for (std::int64_t b = 0; b < bs; ++b)
+        ids.push_back(coin(3) ? 0 : coin(2) ? uniform(1, 3) : uniform(INT64_MIN, INT64_MAX));
       in.req_identities = ids;
       ++identities;
     }

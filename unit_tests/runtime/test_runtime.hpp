@@ -362,8 +362,12 @@ TEST_F(Runtime, InGraphHealthCheckFiresOnceWhenAForwardSkipsTheCanary) {
   config.health_check_every_n_steps = 10;
   Harness tail(shape, config);
   for (int s = 1; s <= 25; ++s)
-    tail.step_with(false, false, [&] { if (s != 15) tail.canary->before_forward(tail.batch()); },
-                   [&] { tail.canary->after_forward(tail.batch()); });
+    tail.step_with(
+        false, false,
+        [&] {
+          if (s != 15) tail.canary->before_forward(tail.batch());
+        },
+        [&] { tail.canary->after_forward(tail.batch()); });
   errors.clear();
   for (const auto& report : tail.reports)
     for (const auto& error : report.health_errors) errors.push_back(error);
@@ -389,7 +393,7 @@ TEST_F(Runtime, InGraphEndStepReadsAnEarlierForwardWhenTheDeviceLags) {
   config.health_check_every_n_steps = 0;  // the host backends' check allows no lag
   Harness h(EngineShape{}, config, 3);
   for (int s = 1; s <= 4; ++s) h.step();
-  h.record(h.canary->end_step(1));  // forward 5 told of, not run: nothing newer than forward 4's snapshot
+  h.record(h.canary->end_step(1));       // forward 5 told of, not run: nothing newer than forward 4's snapshot
   EXPECT_EQ(h.reports.back().step, -1);  // no snapshot read
   EXPECT_TRUE(h.reports.back().violations.rows.empty());
   forward_only(h, true);            // forward 5, a corruption its head sees

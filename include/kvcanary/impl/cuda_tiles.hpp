@@ -117,9 +117,9 @@ __device__ void expand_row_tile(const DeviceInputs<MemorySpace>& in, const Sink&
 // (req_to_token, pool, LUT), then the stores. A store between loads would serialize them: the int64
 // outputs may alias the int64 inputs.
 template <int kPerThread, class MemorySpace, class Sink, class Offsets, class Rows>
-__device__ void expand_tile(const DeviceInputs<MemorySpace>& in, const Sink& sink,
-                            const Offsets& offsets, const Rows& rows, std::int64_t first_row, std::int64_t last_row,
-                            std::int64_t begin, std::int64_t end) {
+__device__ void expand_tile(const DeviceInputs<MemorySpace>& in, const Sink& sink, const Offsets& offsets,
+                            const Rows& rows, std::int64_t first_row, std::int64_t last_row, std::int64_t begin,
+                            std::int64_t end) {
   if (first_row == last_row) {  // block-uniform
     expand_row_tile<kPerThread>(in, sink, rows(first_row), first_row, offsets(first_row), begin, end);
     return;
@@ -150,8 +150,8 @@ __device__ void expand_tile(const DeviceInputs<MemorySpace>& in, const Sink& sin
 // Tiles (of kTileThreads * kPerThread entries) blockIdx.x, blockIdx.x + gridDim.x, ... of [0, total),
 // with the offsets and row inputs of every row at hand (the fused and small kernels' shared memory).
 template <int kPerThread, class MemorySpace, class Sink, class Offsets, class Rows>
-__device__ void expand_tiles(const DeviceInputs<MemorySpace>& in, const Sink& sink,
-                             const Offsets& offsets, const Rows& rows, std::int64_t batch_size, std::int64_t total) {
+__device__ void expand_tiles(const DeviceInputs<MemorySpace>& in, const Sink& sink, const Offsets& offsets,
+                             const Rows& rows, std::int64_t batch_size, std::int64_t total) {
   constexpr std::int64_t tile = std::int64_t(kTileThreads) * kPerThread;
   for (std::int64_t begin = std::int64_t(blockIdx.x) * tile; begin < total; begin += std::int64_t(gridDim.x) * tile) {
     const std::int64_t end = begin + tile < total ? begin + tile : total;

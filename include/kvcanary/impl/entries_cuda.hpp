@@ -45,7 +45,8 @@ template <class MemorySpace, class Sink>
 struct Kernels {
   static int fused_blocks(int device) {
     static PerDevice cache;
-    return cache.get(device, [device] { return resident_blocks(fused_plan_kernel<MemorySpace, Sink>, kTileThreads, device); });
+    return cache.get(device,
+                     [device] { return resident_blocks(fused_plan_kernel<MemorySpace, Sink>, kTileThreads, device); });
   }
   template <int kPerThread>
   static int small_blocks(int device) {
@@ -68,7 +69,8 @@ struct Kernels {
   }
   static int entries_blocks(int device) {
     static PerDevice cache;
-    return cache.get(device, [device] { return resident_blocks(entries_kernel<MemorySpace, Sink>, kTileThreads, device); });
+    return cache.get(device,
+                     [device] { return resident_blocks(entries_kernel<MemorySpace, Sink>, kTileThreads, device); });
   }
 };
 
@@ -115,7 +117,8 @@ struct EntriesBackend<Kokkos::Cuda> {
                              const DeviceOutputs<MemorySpace>& out, std::int64_t batch_size,
                              const VerifyCall<MemorySpace>& call, const DeviceVector<MemorySpace>& req_identities,
                              bool has_identities) {
-    return plan(space, in, out, batch_size, CudaPersistent::CheckEntries<MemorySpace>{call, req_identities, has_identities});
+    return plan(space, in, out, batch_size,
+                CudaPersistent::CheckEntries<MemorySpace>{call, req_identities, has_identities});
   }
 
   // The same with each verify entry handed to `sink` (cuda_tiles.hpp) instead of stored.

@@ -54,8 +54,11 @@ void launch_identities(const ExecutionSpace& space, const PlanInputs<MemorySpace
   const auto& ids = *inputs.req_identities;
   const auto& verify_ids = *verify_plan.verify_identities;
   const auto& write_ids = *write_plan.write_identities;
-  const Functor functor{DeviceVector<MemorySpace>(ids.data(), ids.extent(0)), Array(verify_ids.data(), verify_ids.extent(0)),
-                        Array(write_ids.data(), write_ids.extent(0)), out, batch_size,
+  const Functor functor{DeviceVector<MemorySpace>(ids.data(), ids.extent(0)),
+                        Array(verify_ids.data(), verify_ids.extent(0)),
+                        Array(write_ids.data(), write_ids.extent(0)),
+                        out,
+                        batch_size,
                         store_verify_identities};
   constexpr std::int64_t kMaxLeague = 65535;
   const std::int64_t league = batch_size < 1 ? 1 : (batch_size < kMaxLeague ? batch_size : kMaxLeague);

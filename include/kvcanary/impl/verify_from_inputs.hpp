@@ -22,7 +22,7 @@ namespace Impl {
 template <class MemorySpace>
 struct VerifyFromInputsFunctor {
   DeviceInputs<MemorySpace> in;
-  DeviceOutputs<MemorySpace> out;  // read only: the scalars and verify_offsets the plan wrote
+  DeviceOutputs<MemorySpace> out;            // read only: the scalars and verify_offsets the plan wrote
   DeviceVector<MemorySpace> req_identities;  // SPEC-CANARY §11.7: read only when has_identities
   bool has_identities;
   std::int64_t batch_size;

@@ -21,11 +21,6 @@
 // With PumpSnapshot::InGraph the forward's last pass also writes the pump's snapshot into a pinned host
 // mailbox (a kernel's stores, no copy call), and end_step() reads it with plain loads.
 
-#include <kvcanary/stages/canary_types.hpp>
-#include <kvcanary/stages/plan.hpp>
-#include <kvcanary/stages/plan_and_verify.hpp>
-#include <kvcanary/stages/plan_types.hpp>
-#include <kvcanary/stages/report.hpp>
 #include <kvcanary/runtime/config.hpp>
 #include <kvcanary/runtime/engine_views.hpp>
 #include <kvcanary/runtime/impl/counter_block.hpp>
@@ -35,6 +30,11 @@
 #include <kvcanary/runtime/impl/swa_divergence.hpp>
 #include <kvcanary/runtime/report_text.hpp>
 #include <kvcanary/runtime/runtime_report.hpp>
+#include <kvcanary/stages/canary_types.hpp>
+#include <kvcanary/stages/plan.hpp>
+#include <kvcanary/stages/plan_and_verify.hpp>
+#include <kvcanary/stages/plan_types.hpp>
+#include <kvcanary/stages/report.hpp>
 #include <kvcanary/stages/verify.hpp>
 #include <kvcanary/stages/write.hpp>
 
@@ -89,8 +89,8 @@ class Canary {
       if (!g.on) continue;
       const ViolationRing<Memory>& ring = g.ring_for(Stage::Verify, g.head_targets[0].kernel_kind);
       if (head_verify_from_inputs(g)) {
-        plan_and_verify(space_, plan_inputs(g, batch), g.head_plan, g.write_plan, g.status, g.workspace,
-                        g.head_targets, ring, config_.plan_options, verify_options());
+        plan_and_verify(space_, plan_inputs(g, batch), g.head_plan, g.write_plan, g.status, g.workspace, g.head_targets,
+                        ring, config_.plan_options, verify_options());
       } else {
         plan(space_, plan_inputs(g, batch), g.head_plan, g.write_plan, g.status, g.workspace, config_.plan_options);
         verify(space_, g.head_plan, g.head_targets, ring, verify_options());
@@ -796,11 +796,12 @@ class Canary {
     newest.forwards_total = last_seq_ - seq_offset_;
     const std::int64_t skipped = forwards_without_snapshot(newest);
     if (skipped <= 0) return;
-    report.health_errors.push_back(message(
-        "kv_canary error: canary not running: at flush (step ", step_, ") ", skipped,
-        " of the forwards end_step() was told of ran without the canary's snapshot (the newest is forward ",
-        newest.forwards_total, " of ", forwards_, "; a graph replayed without the canary's nodes, passes on "
-        "another stream, or end_step() told the wrong number of forwards)"));
+    report.health_errors.push_back(
+        message("kv_canary error: canary not running: at flush (step ", step_, ") ", skipped,
+                " of the forwards end_step() was told of ran without the canary's snapshot (the newest is forward ",
+                newest.forwards_total, " of ", forwards_,
+                "; a graph replayed without the canary's nodes, passes on "
+                "another stream, or end_step() told the wrong number of forwards)"));
     seq_offset_ -= skipped;
     health_baseline_ = false;  // the next snapshot starts the checks again
   }

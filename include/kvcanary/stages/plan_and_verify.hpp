@@ -56,7 +56,8 @@ void plan_and_verify(const ExecutionSpace& space, const PlanInputs<MemorySpace>&
   functor.out = Impl::DeviceOutputs<MemorySpace>(verify_plan, write_plan, status, workspace);
   functor.has_identities = inputs.req_identities.has_value();
   if (functor.has_identities)
-    functor.req_identities = Impl::DeviceVector<MemorySpace>(inputs.req_identities->data(), inputs.req_identities->extent(0));
+    functor.req_identities =
+        Impl::DeviceVector<MemorySpace>(inputs.req_identities->data(), inputs.req_identities->extent(0));
   functor.batch_size = inputs.batch_size();
 
   Kokkos::Profiling::pushRegion("kvcanary::plan_and_verify");

@@ -63,8 +63,8 @@ void check_verify_plan(const char* where, const VerifyPlan<MemorySpace>& verify_
 // The host checks of a call's targets and ring, and their device handles. `targets` is any container of
 // size() targets with .buffer, .kernel_kind and .real_kv.
 template <class MemorySpace, class Targets>
-VerifyCall<MemorySpace> make_verify_call(const char* where, const Targets& targets, const ViolationRing<MemorySpace>& ring,
-                                         const VerifyOptions& options) {
+VerifyCall<MemorySpace> make_verify_call(const char* where, const Targets& targets,
+                                         const ViolationRing<MemorySpace>& ring, const VerifyOptions& options) {
   if (targets.size() == 0 || targets.size() > static_cast<std::size_t>(kMaxVerifyTargets))
     throw_invalid_in(where, "got ", targets.size(), " canary buffers, must be 1 to ", kMaxVerifyTargets);
   check_ring(where, ring);
