@@ -783,25 +783,30 @@ class Canary {
     update_row_cursors();
   }
 
-  // The forwards end_step() was told of past the newest snapshot's, beyond what the baseline had.
-  std::int64_t forwards_without_snapshot(const Snapshot& snap) const {
-    return forwards_ - snap.forwards_total - lag_base_;
+  // The forwards end_step() was told of past the newest snapshot's (taken at forward `newest`), beyond what
+  // the baseline had.
+  std::int64_t forwards_without_snapshot(std::int64_t newest) const { return forwards_ - newest - lag_base_; }
+
+  // The in-graph health error's account of those forwards; the caller closes its parenthesis.
+  std::string snapshot_gap(std::int64_t skipped, std::int64_t newest) const {
+    return message(skipped, " of the forwards end_step() was told of ran without the canary's snapshot (the newest is forward ",
+                   newest, " of ", forwards_);
   }
+
+  // What a "canary not running" error names as the likely causes, closing its parenthesis.
+  static constexpr const char* kNotRunningCauses =
+      "a graph replayed without the canary's nodes, passes on another stream, or end_step() told the wrong number "
+      "of forwards)";
 
   // After a fence the device has run every forward it was given: a snapshot behind the host's count is
   // forwards that ran without the canary (any lag the end_step() checks allowed is gone).
   void check_lag_at_flush(RuntimeReport& report) {
     if (config_.health_check_every_n_steps == 0 || !health_baseline_ || last_seq_ == 0) return;
-    Snapshot newest;
-    newest.forwards_total = last_seq_ - seq_offset_;
+    const std::int64_t newest = last_seq_ - seq_offset_;
     const std::int64_t skipped = forwards_without_snapshot(newest);
     if (skipped <= 0) return;
-    report.health_errors.push_back(
-        message("kv_canary error: canary not running: at flush (step ", step_, ") ", skipped,
-                " of the forwards end_step() was told of ran without the canary's snapshot (the newest is forward ",
-                newest.forwards_total, " of ", forwards_,
-                "; a graph replayed without the canary's nodes, passes on "
-                "another stream, or end_step() told the wrong number of forwards)"));
+    report.health_errors.push_back(message("kv_canary error: canary not running: at flush (step ", step_, ") ",
+                                           snapshot_gap(skipped, newest), "; ", kNotRunningCauses));
     seq_offset_ -= skipped;
     health_baseline_ = false;  // the next snapshot starts the checks again
   }
@@ -942,19 +947,14 @@ class Canary {
     }
     // In-graph: a forward replayed without the canary takes no snapshot either, so its counters agree with
     // the snapshots'; what shows is the newest snapshot trailing the forwards end_step() was told of.
-    const std::int64_t skipped = in_graph() ? forwards_without_snapshot(snap) : 0;
+    const std::int64_t skipped = in_graph() ? forwards_without_snapshot(snap.forwards_total) : 0;
     const bool lagging = skipped > Impl::PumpLagSlack<ExecutionSpace>::value;
     if (mismatches > 0 || lagging) {
       std::ostringstream what;
       if (mismatches > 0) what << " the kernel run counters moved by other than the passes launched: " << wrong.str();
-      if (lagging)
-        what << (mismatches > 0 ? "; and " : ", ") << skipped
-             << " of the forwards end_step() was told of ran without the canary's snapshot (the newest is forward "
-             << snap.forwards_total << " of " << forwards_ << ")";
-      report.health_errors.push_back(message(
-          "kv_canary error: canary not running: between step ", last_check_step_, " and step ", snap.step, what.str(),
-          " (a graph replayed without the canary's nodes, passes on another stream, or end_step() told the wrong "
-          "number of forwards)"));
+      if (lagging) what << (mismatches > 0 ? "; and " : ", ") << snapshot_gap(skipped, snap.forwards_total) << ")";
+      report.health_errors.push_back(message("kv_canary error: canary not running: between step ", last_check_step_,
+                                             " and step ", snap.step, what.str(), " (", kNotRunningCauses));
     }
     for (int i = 0; i < Block::kSize; ++i) last_checked_actual_[i] = actual(i);
     last_checked_expected_ = snap.expected;

@@ -38,20 +38,15 @@ namespace Impl {
 // are left untouched; the WritePlan, the scalars, the status and the workspace's offsets are written alike.
 enum class VerifyEntries { Store, Skip };
 
-// plan()'s launches, after validate(). With VerifyEntries::Skip only the offsets scan runs (the
-// portable entries kernel stores nothing else), on every backend. plan_and_verify() calls it so only where
-// CUDA's persistent kernels (which fuse the scan with the entries) declined or are switched off.
+// plan()'s offsets and entries launches, after validate() (the identity copy is the caller's). With
+// VerifyEntries::Skip only the offsets scan runs (the portable entries kernel stores nothing else), on every
+// backend: plan_and_verify() calls it so where CUDA's persistent kernels (which fuse the scan with the
+// entries) declined or are switched off.
 template <class ExecutionSpace, class MemorySpace>
-void launch_plan(const ExecutionSpace& space, const PlanInputs<MemorySpace>& inputs,
-                 const VerifyPlan<MemorySpace>& verify_plan, const WritePlan<MemorySpace>& write_plan,
-                 const PlanStatus<MemorySpace>& status, const PlanWorkspace<MemorySpace>& workspace,
-                 const PlanOptions& options, VerifyEntries entries) {
-  const DeviceInputs<MemorySpace> in(inputs);
-  const DeviceOutputs<MemorySpace> out(verify_plan, write_plan, status, workspace);
-  const std::int64_t batch_size = inputs.batch_size();
+void launch_plan(const ExecutionSpace& space, const DeviceInputs<MemorySpace>& in,
+                 const DeviceOutputs<MemorySpace>& out, std::int64_t batch_size, const PlanOptions& options,
+                 VerifyEntries entries) {
   const bool store = entries == VerifyEntries::Store;
-
-  Kokkos::Profiling::pushRegion("kvcanary::plan");
   using Backend = EntriesBackend<ExecutionSpace>;
   bool done = false;
   if constexpr (Backend::has_cuda_persistent) {
@@ -64,9 +59,6 @@ void launch_plan(const ExecutionSpace& space, const PlanInputs<MemorySpace>& inp
     if (store) launch_entries_portable(space, in, out, batch_size);
     Kokkos::Profiling::popRegion();
   }
-  // SPEC-CANARY §11.7: only a call with identities launches anything more.
-  if (inputs.req_identities) launch_identities(space, inputs, verify_plan, write_plan, out, batch_size, store);
-  Kokkos::Profiling::popRegion();
 }
 
 }  // namespace Impl
@@ -84,7 +76,14 @@ void plan(const ExecutionSpace& space, const PlanInputs<MemorySpace>& inputs,
                 "kvcanary::plan: the plan's memory space must be accessible from the execution space");
 
   validate(inputs, verify_plan, write_plan, status, workspace);
-  Impl::launch_plan(space, inputs, verify_plan, write_plan, status, workspace, options, Impl::VerifyEntries::Store);
+  const Impl::DeviceInputs<MemorySpace> in(inputs);
+  const Impl::DeviceOutputs<MemorySpace> out(verify_plan, write_plan, status, workspace);
+  const std::int64_t batch_size = inputs.batch_size();
+  Kokkos::Profiling::pushRegion("kvcanary::plan");
+  Impl::launch_plan(space, in, out, batch_size, options, Impl::VerifyEntries::Store);
+  // SPEC-CANARY §11.7: only a call with identities launches anything more.
+  if (inputs.req_identities) Impl::launch_identities(space, inputs, verify_plan, write_plan, out, batch_size);
+  Kokkos::Profiling::popRegion();
 }
 
 }  // namespace kvcanary

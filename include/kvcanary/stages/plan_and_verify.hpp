@@ -62,20 +62,19 @@ void plan_and_verify(const ExecutionSpace& space, const PlanInputs<MemorySpace>&
 
   Kokkos::Profiling::pushRegion("kvcanary::plan_and_verify");
   using Backend = Impl::EntriesBackend<ExecutionSpace>;
-  bool done = false;
+  bool checked = false;  // by the plan's own kernels
   if constexpr (Backend::has_cuda_persistent) {
     // The persistent plan kernels check each entry where they make it; false: nothing launched.
     if (plan_options.algorithm != EntriesAlgorithm::Portable)
-      done = Backend::plan_and_check(space, functor.in, functor.out, functor.batch_size, functor.call,
-                                     functor.req_identities, functor.has_identities);
-    if (done && inputs.req_identities)  // write_identities only, as launch_plan() with VerifyEntries::Skip
-      Impl::launch_identities(space, inputs, verify_plan, write_plan, functor.out, functor.batch_size, false);
+      checked = Backend::plan_and_check(space, functor.in, functor.out, functor.batch_size, functor.call,
+                                        functor.req_identities, functor.has_identities);
   }
-  if (!done) {
-    Impl::launch_plan(space, inputs, verify_plan, write_plan, status, workspace, plan_options,
-                      Impl::VerifyEntries::Skip);
-    Impl::launch_verify_from_inputs(space, functor);
-  }
+  if (!checked)
+    Impl::launch_plan(space, functor.in, functor.out, functor.batch_size, plan_options, Impl::VerifyEntries::Skip);
+  // SPEC-CANARY §11.7: write_identities only (the entries' identities are the rows', never stored).
+  if (inputs.req_identities)
+    Impl::launch_identities(space, inputs, verify_plan, write_plan, functor.out, functor.batch_size, false);
+  if (!checked) Impl::launch_verify_from_inputs(space, functor);
   Kokkos::Profiling::popRegion();
 }
 
