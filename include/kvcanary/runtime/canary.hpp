@@ -789,7 +789,8 @@ class Canary {
 
   // The in-graph health error's account of those forwards; the caller closes its parenthesis.
   std::string snapshot_gap(std::int64_t skipped, std::int64_t newest) const {
-    return message(skipped, " of the forwards end_step() was told of ran without the canary's snapshot (the newest is forward ",
+    return message(skipped,
+                   " of the forwards end_step() was told of ran without the canary's snapshot (the newest is forward ",
                    newest, " of ", forwards_);
   }
 
