@@ -7,10 +7,12 @@
 #
 # Only kvcanary's own code is instrumented (CMAKE_CXX_FLAGS / linker flags of this build, into
 # build-asan/); Kokkos and Kokkos Kernels are the usual cpu installation from scripts/setup-deps.sh.
-# Backends: Serial and OpenMP (1 and 2 threads), as in scripts/run-tests.sh, except the simulator's OpenMP
-# run (sim_tests.openmp, 150 s of the 400 s under ASan): sim_tests.serial drives the same scenarios through
-# the same code, the OpenMP stage kernels run instrumented in unit_tests.openmp.*, and run-tests.sh runs
-# sim_tests.openmp uninstrumented; CI's 60-minute budget is spent where a new class of error can show.
+# Backends: Serial and OpenMP (1 and 2 threads), as in scripts/run-tests.sh, except two runs that repeat
+# others (CI's 60-minute budget is spent where a new class of error can show): the simulator's OpenMP run
+# (sim_tests.openmp, 150 s of the 400 s under ASan; sim_tests.serial drives the same scenarios through the
+# same code, the OpenMP stage kernels run instrumented in unit_tests.openmp.*) and the Serial unit tests
+# (the same tests as unit_tests.openmp.1_threads, ~150 s of build); run-tests.sh runs both uninstrumented.
+# ctest runs $JOBS tests at a time; the OpenMP ones reserve their threads (PROCESSORS).
 #
 # Runtime options: the first error of any kind ends the test with a non-zero status.
 #   ASAN_OPTIONS   halt_on_error=1, detect_leaks=1 (LeakSanitizer stays on: with g++ 12's libgomp and
@@ -35,11 +37,14 @@ kv_configure "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWIT
   -DCMAKE_CXX_FLAGS="$SAN_FLAGS" \
   -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" \
   -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=address,undefined"
-kv_build "$BUILD"
+# All but the Serial unit tests: unit_tests.openmp.1_threads runs the same tests through the same library
+# code (nothing in include/ or src/ is Serial-only) and is instrumented; run-tests.sh runs the Serial ones.
+mapfile -t targets < <(kv_targets_except "$BUILD" '^kvcanary_unit_tests_serial$')
+kv_build "$BUILD" "${targets[@]}"
 
 export ASAN_OPTIONS="halt_on_error=1:abort_on_error=0:detect_leaks=1:detect_stack_use_after_return=1:check_initialization_order=1:strict_init_order=1:strict_string_checks=1:print_summary=1"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:print_summary=1"
 kv_log "ASAN_OPTIONS=$ASAN_OPTIONS"
 kv_log "UBSAN_OPTIONS=$UBSAN_OPTIONS"
 cd "$BUILD"
-ctest --output-on-failure -E '^sim_tests[.]openmp$'
+ctest --output-on-failure -j "$JOBS" -E '^(sim_tests[.]openmp|unit_tests[.]serial)$'

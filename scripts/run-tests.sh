@@ -8,7 +8,7 @@
 # On a fresh Debian 12 machine (root, or a user with sudo): installs the dependencies
 # (scripts/setup-deps.sh cpu: apt packages + Kokkos/Kokkos Kernels 3.4.01 in ~/.cache/kokkos-deps),
 # configures build/ (Ninja, Release), builds it and runs every test with ctest: the unit tests on
-# Serial and on OpenMP with 1 and 2 threads, and the kvcanary CLI tests.
+# Serial and on OpenMP with 1 and 2 threads, and the kvcanary CLI tests, $JOBS at a time.
 # Exits non-zero when anything fails. A second run only rebuilds what changed.
 #
 # Environment: KVCANARY_BUILD_DIR (default: build), JOBS (default: nproc).
@@ -24,4 +24,4 @@ kv_log "build ($JOBS jobs)"
 kv_build "$KV_BUILD_DIR"
 kv_log "test"
 cd "$KV_BUILD_DIR"
-ctest --output-on-failure
+ctest --output-on-failure -j "$JOBS"  # the OpenMP tests reserve their threads (PROCESSORS)

@@ -57,6 +57,13 @@ kv_build() {  # kv_build DIR [TARGET...]
   cmake --build "$dir" -j "$JOBS" "${targets[@]}" >&2 || kv_die "building $dir ${*:-(all)} failed"
 }
 
+# kv_targets_except DIR REGEX: the configured build's executables and modules whose target name does not
+# match REGEX (for building all but some; the libraries they link come along).
+kv_targets_except() {
+  (cd "$1" && ninja -t targets all) \
+    | sed -n -E 's/^[^:]+: CXX_(EXECUTABLE|MODULE_LIBRARY)_LINKER__(.+)_[A-Za-z]+$/\2/p' | grep -v -E "$2" | sort -u
+}
+
 # Debian's packages the Python extension and its tests need (passed to kv_deps by its callers).
 KV_PYTHON_PACKAGES="python3-venv python3-dev python3-numpy python3-pytest python3-torch"
 
