@@ -128,7 +128,8 @@ if has sanitize; then
   if [ "${SANITIZE_ONLY:-}" != unit ]; then
     sanitize memcheck graph "$graph"
     sanitize racecheck graph "$graph"
-    sanitize memcheck runtime "$runtime"
+    # Without the test whose cudaMalloc must fail (memcheck counts that API error: 2 errors, 2026-12-05).
+    sanitize memcheck runtime "$runtime" --gtest_filter=-Runtime.AConfigTooLargeForTheHostThrowsInsteadOfAllocating
     # racecheck runs every kernel ~100x slower: the 10,000-step health-check test alone outlasts 150 s (cut
     # at 50 and 150 s on 2026-12-04); its passes are the other runtime tests' passes repeated.
     sanitize racecheck runtime "$runtime" --gtest_filter=-Runtime.HealthCheckQuietOnTenThousandCleanSteps

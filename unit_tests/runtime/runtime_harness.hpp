@@ -391,6 +391,7 @@ class RuntimeHarness {
     tail();
     reference_tail();
     if (sweep_now) sweep();
+    engine_waits_for_tokens();
     record(canary->end_step());
   }
 
@@ -404,7 +405,14 @@ class RuntimeHarness {
     if (!skip_canary) canary->after_forward(batch());
     reference_tail();
     if (sweep_now) sweep();
+    engine_waits_for_tokens();
     record(canary->end_step());
+  }
+
+  // An engine waits for its sampled tokens before its host ends the step, so the forward's work (and the
+  // in-graph route's snapshot, written at its end) has run by then; the host backends always have.
+  void engine_waits_for_tokens() {
+    if (config.pump_snapshot == kvcanary::PumpSnapshot::InGraph) space.fence();
   }
 
   static std::vector<RingRow> sorted(std::vector<RingRow> rows) {
