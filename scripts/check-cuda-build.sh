@@ -7,8 +7,9 @@
 # Installs the cuda flavour of the dependencies (scripts/setup-deps.sh cuda: Kokkos 3.4.01 with
 # Serial + CUDA for Hopper, built with nvcc; needs the CUDA toolkit in $CUDA_HOME, default /usr/local/cuda),
 # configures build-cuda/ with that Kokkos' nvcc_wrapper as the C++ compiler and builds the library,
-# the CUDA unit, graph, runtime and simulator tests, the CLI, the CUDA perf tests and the Python extension (kvcanary._core, linked against that
-# PIC Kokkos; its build environment is build-py/venv, as for scripts/check-python.sh). Nothing is run: this proves the CUDA code compiles and
+# the CUDA unit, graph, runtime and simulator tests, the CLI, the CUDA perf tests and the Python extension
+# (kvcanary._core, linked against that PIC Kokkos; its build environment is build-py/venv, as for
+# scripts/check-python.sh). Nothing is run: this proves the CUDA code compiles and
 # links; running it needs a GPU (see docs/GPU.md).
 #
 # Environment: KVCANARY_CUDA_BUILD_DIR (default: build-cuda), CUDA_HOME, JOBS.

@@ -11,8 +11,8 @@
 #   5.2.2 without Kokkos Kernels,  OpenMP, C++20, deprecated code (5) on
 # For each version, in build-kokkos-<version>/:
 # 1. configure (Release) and build the library, the unit tests and the CLI (the perf tests are configured,
-#    their host units syntax-checked in step 4, and built and run in run-tests.sh); check that Kokkos Kernels was used exactly when
-#    the version has it (KVCANARY_HAVE_KOKKOSKERNELS);
+#    their host units syntax-checked in step 4, and built and run in run-tests.sh); check that Kokkos
+#    Kernels was used exactly when the version has it (KVCANARY_HAVE_KOKKOSKERNELS);
 # 2. ctest: the unit tests on the packaged backend (OpenMP at 1 and 2 threads) and the CLI tests;
 # 3. install and build + run cmake/consumer against the install (find_package(KVCanary) must re-find
 #    Kokkos, and Kokkos Kernels only where the build used it);

@@ -741,6 +741,10 @@ class Canary {
       divergence_next_ = true;
       divergence_forwards_ = forwards_;
     }
+    // Until the first snapshot is read, wait for the device once (flush() always has): the offset that read
+    // fixes must count the warmup forwards only, not a device still behind (an engine that queues its next
+    // step before it waits).
+    if (!seq_offset_known_) space_.fence();
     read_in_graph(report, step_);
     deliver_report(report);
     return report;
@@ -753,9 +757,6 @@ class Canary {
   void read_in_graph(RuntimeReport& report, std::int64_t pumped_at) {
     std::array<std::int64_t, kGroupKinds> from{};
     for (const Group& g : groups_) from[g.index] = g.rows_valid;
-    // Until the first snapshot is read, wait for the device once: the offset it fixes must count the warmup
-    // forwards only, not a device still behind (an engine that queues its next step before it waits).
-    if (!seq_offset_known_) space_.fence();
     if (!mailbox_.read_newest(last_seq_, from, mailbox_slot_)) return;
     const auto& slot = mailbox_slot_;
     if (!seq_offset_known_) {
