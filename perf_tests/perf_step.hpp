@@ -25,10 +25,11 @@
 //   step_pump_kernel/<workload>/<launch>   the same with PumpSnapshot::Kernel (one snapshot kernel on the
 //                              engine's stream writing pinned host memory, one event) instead of the
 //                              side-stream copies
-//   step_pump_in_graph/<workload>/<launch>   the same with PumpSnapshot::InGraph: the snapshot kernel is part
-//                              of the step (captured in its graph) and end_step() reads host memory only; its
-//                              steps without the pump are a second Canary's on the copies route (no snapshot in
-//                              its step), so pump_us_per_step is the in-step kernel plus end_step()
+//   step_pump_in_graph/<workload>/<launch>   the same with PumpSnapshot::InGraph: the snapshot is part of the
+//                              step (captured in its graph; on CUDA in the last write's last block) and
+//                              end_step() reads host memory only; its steps without the pump are a second
+//                              Canary's on the copies route (no snapshot in its step), so pump_us_per_step is
+//                              the in-step snapshot plus end_step()
 // Side by side: original_step_us, the original system's same step (plan + 2 x verify + 2 x write, µs, H200
 // graph replay, /work/shared/GPU-FLOORS.md "Re-measured side by side, 2026-12-04") where that table has the
 // write of the workload, and speedup_vs_original = original_step_us / us_per_call.

@@ -2,7 +2,8 @@
 // once as a CUDA graph (after one eager step) on a user stream, replayed for 60 steps with the batch
 // refilled in place, the "model" writing the KV bytes between them, sweeps and end_step() eager. Every
 // group's reported rows and buffers must equal the host reference run on the same steps, and the health
-// check must stay quiet (the replays run the canary's nodes).
+// check must stay quiet (the replays run the canary's nodes). Both the default pump and the in-graph route,
+// whose snapshot the captured tail write takes in its last block (runtime/impl/pump_in_write.hpp).
 
 #include "../runtime/runtime_harness.hpp"
 
@@ -16,7 +17,7 @@ namespace {
 using Space = Kokkos::Cuda;
 using Harness = kvcanary_runtime_test::RuntimeHarness<Space>;
 
-TEST(RuntimeCudaGraph, SixtyReplayedStepsEqualTheReference) {
+void sixty_replayed_steps(kvcanary::PumpSnapshot route) {
   cudaStream_t stream;
   CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   {
@@ -32,6 +33,7 @@ TEST(RuntimeCudaGraph, SixtyReplayedStepsEqualTheReference) {
     config.sweep_interval = 5;
     config.health_check_every_n_steps = 10;
     config.sink = [](const std::string&) {};
+    config.pump_snapshot = route;
     Harness h(shape, config, 11, Space(stream));
 
     cudaGraphExec_t head = nullptr, tail = nullptr;
@@ -79,6 +81,14 @@ TEST(RuntimeCudaGraph, SixtyReplayedStepsEqualTheReference) {
     cudaGraphExecDestroy(tail);
   }
   CHECK_CUDA(cudaStreamDestroy(stream));
+}
+
+TEST(RuntimeCudaGraph, SixtyReplayedStepsEqualTheReference) {
+  sixty_replayed_steps(kvcanary::PumpSnapshot::Default);
+}
+
+TEST(RuntimeCudaGraph, SixtyReplayedStepsEqualTheReferenceWithTheSnapshotInTheGraph) {
+  sixty_replayed_steps(kvcanary::PumpSnapshot::InGraph);
 }
 
 }  // namespace

@@ -307,6 +307,34 @@ TEST_F(Runtime, InGraphLosesAndRepeatsNoRowWithViolationsEveryStep) {
   }
 }
 
+// A host more than the mailbox's slots behind (20 forwards, then one end_step()): the slots the device wrote
+// again are gone, their rows are still in the ring, and the host copies them from there, each row once.
+TEST_F(Runtime, InGraphHostFarBehindTakesTheLostSlotsRowsFromTheRing) {
+  auto config = quiet();
+  config.pump_snapshot = kvcanary::PumpSnapshot::InGraph;
+  config.pump_rows_per_step = 2;  // a full window each forward: the ring has more rows than the mailbox carries
+  config.health_check_every_n_steps = 5;
+  Harness h(EngineShape{}, config, 5);
+  for (int s = 1; s <= 5; ++s) h.step();
+  constexpr int kForwards = 20;
+  static_assert(kForwards > kvcanary::Impl::MailboxLayout::kSlots, "more forwards than the mailbox holds");
+  const std::size_t before = h.reported[0].size();
+  for (int f = 0; f < kForwards; ++f) forward_only(h, true);
+  h.record(h.canary->end_step(kForwards));
+  EXPECT_TRUE(h.reports.back().health_errors.empty());
+  EXPECT_EQ(h.reports.back().step, 6);
+  // The windows the device mailed (two rows a forward once the ring holds them), the lost slots' too: more
+  // than the slots still held.
+  const std::size_t taken = h.reported[0].size() - before;
+  EXPECT_GE(taken, 2u * (kForwards - 1)) << "of " << h.ref[0].ring.rows.size();
+  EXPECT_LE(taken, 2u * kForwards);
+  for (int s = 0; s < 3; ++s) h.step(false, true);
+  EXPECT_TRUE(h.reports.back().health_errors.empty());
+  h.record(h.canary->flush());
+  EXPECT_EQ(Harness::sorted(h.reported[0]), Harness::sorted(h.ref[0].ring.rows));
+  EXPECT_TRUE(h.reports.back().health_errors.empty());
+}
+
 TEST_F(Runtime, InGraphRingOverflowReportsTheKeptRowsOnce) {
   expect_overflowing_ring_reported_once(kvcanary::PumpSnapshot::InGraph, 12, 40, 5);
 }

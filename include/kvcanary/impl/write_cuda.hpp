@@ -191,9 +191,20 @@ __device__ std::int64_t write_request(const Functor& f, ChainInput* stage, int l
   return f.stored(c);
 }
 
-// Warp w of the grid writes requests w, w + warps, ... (read as the portable kernel reads them); one add of the tokens stored per block, one kernel run per call.
-template <class Functor, class Hash>
-__global__ void __launch_bounds__(kMaxThreads) write_kernel(const Functor f) {
+// Work a caller folds into the write's grid, run by its last block once every block's stores are visible
+// (`done_blocks`: a device counter at 0 between launches, which that block resets): the runtime's in-graph
+// snapshot (runtime/impl/pump_in_write_cuda.hpp), so that it costs no kernel of its own.
+struct NoEpilogue {
+  static constexpr bool kActive = false;
+  unsigned* done_blocks = nullptr;
+  __device__ void operator()(int, int) const {}
+};
+
+// Warp w of the grid writes requests w, w + warps, ... (read as the portable kernel reads them); one add of
+// the tokens stored per block, one kernel run per call; then, with an epilogue, the last block to finish runs
+// it.
+template <class Functor, class Hash, class Epilogue = NoEpilogue>
+__global__ void __launch_bounds__(kMaxThreads) write_kernel(const Functor f, const Epilogue epilogue = Epilogue{}) {
   __shared__ ChainInput stage[kMaxWarps][kLanes];
   __shared__ std::int64_t stored_by_warp[kMaxWarps];
   const int lane = static_cast<int>(threadIdx.x) % kLanes, warp = static_cast<int>(threadIdx.x) / kLanes;
@@ -213,14 +224,27 @@ __global__ void __launch_bounds__(kMaxThreads) write_kernel(const Functor f) {
     for (int w = 0; w < block_warps; ++w) total += stored_by_warp[w];
     f.ring.add_runs(total, 0);
   }
+  if constexpr (Epilogue::kActive) {
+    __shared__ bool last;
+    __threadfence();  // this block's rows and counters before its count (the fences are cumulative)
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicAdd(epilogue.done_blocks, 1u) == gridDim.x - 1;
+    __syncthreads();
+    if (last) {
+      __threadfence();  // every other block's stores before ours
+      epilogue(static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x));
+      if (threadIdx.x == 0) *epilogue.done_blocks = 0u;  // for the next launch (kernel boundaries order it)
+    }
+  }
 }
 
 // Blocks of kMaxThreads that fit on the device at once (blocks of one warp fit at least as many).
-template <class Functor, class Hash>
+template <class Functor, class Hash, class Epilogue = NoEpilogue>
 int resident_write_blocks(int device) {
   static PerDevice cache;
-  return cache.get(device,
-                   [device] { return CudaPersistent::resident_blocks(write_kernel<Functor, Hash>, kMaxThreads, device); });
+  return cache.get(device, [device] {
+    return CudaPersistent::resident_blocks(write_kernel<Functor, Hash, Epilogue>, kMaxThreads, device);
+  });
 }
 
 }  // namespace CudaWrite
@@ -231,20 +255,22 @@ struct WriteBackend<Kokkos::Cuda> {
 
   // Launches the write on `space`'s stream and returns true, or launches nothing and returns false.
   // `Hash`: how the walk multiplies (the perf tests time both).
-  template <class Functor, class Hash = CudaWrite::SplitMultiply>
-  static bool write(const Kokkos::Cuda& space, const Functor& functor) {
-    static_assert(sizeof(Functor) < kMaxKernelArgumentBytes, "kvcanary: kernel arguments must stay small");
+  // `epilogue`: work the last block runs (CudaWrite::NoEpilogue: none).
+  template <class Functor, class Hash = CudaWrite::SplitMultiply, class Epilogue = CudaWrite::NoEpilogue>
+  static bool write(const Kokkos::Cuda& space, const Functor& functor, const Epilogue& epilogue = Epilogue{}) {
+    static_assert(sizeof(Functor) + sizeof(Epilogue) < kMaxKernelArgumentBytes,
+                  "kvcanary: kernel arguments must stay small");
     const int device = space.cuda_device();
     if (!CudaPersistent::is_current_device(device)) return false;
-    const int resident = CudaWrite::resident_write_blocks<Functor, Hash>(device);
+    const int resident = CudaWrite::resident_write_blocks<Functor, Hash, Epilogue>(device);
     const int sms = CudaPersistent::sm_count(device);
     if (resident <= 0 || sms <= 0) return false;
     const std::int64_t requests = functor.plan.capacity();
     const int warps = requests <= sms ? 1 : CudaWrite::kMaxWarps;
     Kokkos::Profiling::pushRegion("kvcanary::write[cuda]");
-    CudaWrite::write_kernel<Functor, Hash>
-        <<<CudaPersistent::capped_blocks(requests, warps, resident), CudaWrite::kLanes * warps, 0, space.cuda_stream()>>>(
-            functor);
+    CudaWrite::write_kernel<Functor, Hash, Epilogue>
+        <<<CudaPersistent::capped_blocks(requests, warps, resident), CudaWrite::kLanes * warps, 0,
+           space.cuda_stream()>>>(functor, epilogue);
     Kokkos::Profiling::popRegion();
     KVCANARY_CUDA_CHECK(cudaGetLastError());
     return true;

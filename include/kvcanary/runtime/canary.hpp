@@ -25,6 +25,7 @@
 #include <kvcanary/runtime/engine_views.hpp>
 #include <kvcanary/runtime/impl/counter_block.hpp>
 #include <kvcanary/runtime/impl/pump_in_graph.hpp>
+#include <kvcanary/runtime/impl/pump_in_write.hpp>
 #include <kvcanary/runtime/impl/pump_snapshot.hpp>
 #include <kvcanary/runtime/impl/side_channel.hpp>
 #include <kvcanary/runtime/impl/swa_divergence.hpp>
@@ -85,6 +86,8 @@ class Canary {
     check_batch(batch);
     if (config_.swa_divergence_every_n_steps > 0) last_batch_ = batch;
     Kokkos::Profiling::pushRegion("kvcanary::Canary::before_forward");
+    // The snapshot goes with the forward's last canary pass: this one's last write unless a tail pass follows.
+    const int last = config_.tail_pass ? -1 : last_written([](const Group& g) { return g.on; });
     for (Group& g : groups_) {
       if (!g.on) continue;
       const ViolationRing<Memory>& ring = g.ring_for(Stage::Verify, g.head_targets[0].kernel_kind);
@@ -95,9 +98,9 @@ class Canary {
         plan(space_, plan_inputs(g, batch), g.head_plan, g.write_plan, g.status, g.workspace, config_.plan_options);
         verify(space_, g.head_plan, g.head_targets, ring, verify_options());
       }
-      write_k_and_v(g, step_tokens(tokens_of(g, batch)), g.head_write);
+      write_k_and_v(g, step_tokens(tokens_of(g, batch)), g.head_write, g.index == last);
     }
-    if (!config_.tail_pass) snapshot_in_graph();  // the forward's last canary pass
+    if (!config_.tail_pass && last < 0 && in_graph()) Impl::launch_pump_in_graph(space_, in_graph_kernel_);
     Kokkos::Profiling::popRegion();
   }
 
@@ -107,13 +110,14 @@ class Canary {
     if (!config_.tail_pass) return;
     check_batch(batch);
     Kokkos::Profiling::pushRegion("kvcanary::Canary::after_forward");
+    const int last = last_written([](const Group& g) { return g.on && g.tail; });
     for (Group& g : groups_) {
       if (!g.on || !g.tail) continue;
       verify(space_, g.head_plan, g.tail_targets, g.ring_for(Stage::Verify, g.tail_targets[0].kernel_kind),
              verify_options());
-      write_k_and_v(g, step_tokens(tokens_of(g, batch)), g.tail_write);
+      write_k_and_v(g, step_tokens(tokens_of(g, batch)), g.tail_write, g.index == last);
     }
-    snapshot_in_graph();
+    if (last < 0 && in_graph()) Impl::launch_pump_in_graph(space_, in_graph_kernel_);  // no group writes a tail
     Kokkos::Profiling::popRegion();
   }
 
@@ -169,7 +173,7 @@ class Canary {
     if (in_graph()) {
       // The newest forward's snapshot with its checks, then the ring read by the copies below.
       space_.fence();
-      read_in_graph(report, step_);
+      read_in_graph(report, step_, /*fenced=*/true);
       check_lag_at_flush(report);
     }
     if (pending_) {
@@ -522,10 +526,31 @@ class Canary {
     return tokens;
   }
 
-  // K and V of one pass in one write(): the plan and the tokens read once, the chain walked once.
-  void write_k_and_v(const Group& g, const StepTokens<Memory>& tokens, const WritePass& pass) {
-    write(space_, g.write_plan, tokens, pass.targets, g.ring_for(Stage::Write, pass.targets[0].kernel_kind),
-          WriteCallOptions{config_.canary_algorithm});
+  // K and V of one pass in one write(): the plan and the tokens read once, the chain walked once. `last`: the
+  // forward's last canary pass, which on the in-graph route also takes the snapshot — inside the write on
+  // CUDA's write path (runtime/impl/pump_in_write.hpp), else in its own kernel right after it.
+  void write_k_and_v(const Group& g, const StepTokens<Memory>& tokens, const WritePass& pass, bool last) {
+    const ViolationRing<Memory>& ring = g.ring_for(Stage::Write, pass.targets[0].kernel_kind);
+    if (!last || !in_graph()) {
+      write(space_, g.write_plan, tokens, pass.targets, ring, WriteCallOptions{config_.canary_algorithm});
+      return;
+    }
+    bool folded = false;
+    Impl::with_write_functor<ExecutionSpace>(g.write_plan, tokens, pass.targets, ring, [&](const auto& functor) {
+      folded = Impl::MailFold<ExecutionSpace>::write_and_mail(space_, functor, config_.canary_algorithm,
+                                                              in_graph_kernel_.writer, mail_done_blocks_.data());
+      if (!folded) Impl::launch_write(space_, functor, config_.canary_algorithm);
+    });
+    if (!folded) Impl::launch_pump_in_graph(space_, in_graph_kernel_);
+  }
+
+  // The index of the last group a pass writes (-1: none).
+  template <class Writes>
+  int last_written(Writes&& writes) const {
+    int last = -1;
+    for (const Group& g : groups_)
+      if (writes(g)) last = g.index;
+    return last;
   }
 
   // ---- host checks of a pass's arguments (before anything is launched) ----
@@ -680,30 +705,34 @@ class Canary {
     mailbox_ = Impl::PumpMailbox<HostSpace>(mailbox_layout().window);
     mailbox_slot_ = mailbox_.empty_slot();
     forward_seq_ = Kokkos::View<std::int64_t, Memory>(Kokkos::view_alloc(space_, "kvcanary::Canary::pump_forward_seq"));
+    mailed_ = Kokkos::View<std::int64_t*, Memory>(Kokkos::view_alloc(space_, "kvcanary::Canary::pump_rows_mailed"),
+                                                  kGroupKinds);
+    mailed_host_ =
+        Kokkos::View<std::int64_t*, Kokkos::HostSpace>("kvcanary::Canary::pump_rows_mailed_host", kGroupKinds);
     forward_ring_.assign(kForwardRing, Snapshot{});
-    // Every View the kernel reads is fixed here: a captured graph replays it unchanged.
-    auto& k = in_graph_kernel_;
-    k.block = block_;
-    k.forward_seq = forward_seq_;
-    k.mailbox = mailbox_.mailbox();
-    k.cursor = mailbox_.cursor();
-    k.layout = mailbox_.layout();
-    k.capacity = config_.ring_capacity;
+    mail_done_blocks_ =
+        Kokkos::View<unsigned, Memory>(Kokkos::view_alloc(space_, "kvcanary::Canary::pump_done_blocks"));
+    // Every address the snapshot uses is fixed here: a captured graph replays it unchanged.
+    auto& w = in_graph_kernel_.writer;
+    w.block = block_.data();
+    w.forward_seq = forward_seq_.data();
+    w.mailed = mailed_.data();
+    w.mailbox = mailbox_.mailbox().data();
+    w.layout = mailbox_.layout();
+    w.capacity = config_.ring_capacity;
     for (const Group& g : groups_) {
-      k.on[g.index] = g.on;
-      k.count_index[g.index] = Block::group_base(g.index) + Block::kCount;
-      if (g.on) k.rows[g.index] = g.rows;
+      w.rows[g.index] = g.on ? g.rows.data() : nullptr;
+      w.count_index[g.index] = Block::group_base(g.index) + Block::kCount;
     }
   }
 
-  void snapshot_in_graph() {
-    if (in_graph()) Impl::launch_pump_in_graph(space_, in_graph_kernel_);
-  }
-
+  // The device's row cursors to the host's first unreported rows, after a synchronous read (flush(),
+  // rearm()): the next snapshots mail what follows. Fences.
   void update_row_cursors() {
     if (!in_graph()) return;
-    for (const Group& g : groups_)
-      if (g.on) mailbox_.set_cursor(g.index, g.rows_valid);
+    for (const Group& g : groups_) mailed_host_(g.index) = g.on ? g.rows_valid : 0;
+    Kokkos::deep_copy(space_, mailed_, mailed_host_);
+    space_.fence();
   }
 
   const Snapshot* forward_entry(std::int64_t forward) const {
@@ -744,38 +773,67 @@ class Canary {
     // Until the first snapshot is read, wait for the device once (flush() always has): the offset that read
     // fixes must count the warmup forwards only, not a device still behind (an engine that queues its next
     // step before it waits).
-    if (!seq_offset_known_) space_.fence();
-    read_in_graph(report, step_);
+    const bool fence = !seq_offset_known_;
+    if (fence) space_.fence();
+    read_in_graph(report, step_, fence);
     deliver_report(report);
     return report;
   }
 
-  // The newest complete mailbox slot newer than the last one read, processed as the snapshot of the forward
-  // it maps to (its device number minus the offset the first one read fixed: warmup forwards before the
-  // first end_step() are not the host's). Nothing newer (the device is behind): nothing is reported; the
-  // rows wait in the ring, the cursor unchanged.
-  void read_in_graph(RuntimeReport& report, std::int64_t pumped_at) {
-    std::array<std::int64_t, kGroupKinds> from{};
-    for (const Group& g : groups_) from[g.index] = g.rows_valid;
-    if (!mailbox_.read_newest(last_seq_, from, mailbox_slot_)) return;
-    const auto& slot = mailbox_slot_;
+  // Every mailbox slot after the last one read, in order (runtime/impl/pump_in_graph.hpp): their rows go to
+  // each group's host copy, and the newest is processed as the snapshot of the forward it maps to (its device
+  // number minus the offset the first one read fixed: warmup forwards before the first end_step() are not
+  // the host's). A slot not yet whole ends the walk (the device is behind, or its stores are still arriving):
+  // the rest waits for the next end_step(). What the mailbox no longer holds — slots the device wrote again
+  // before the host came (the host more than kSlots forwards behind), rows between two windows — the host
+  // takes synchronously: it fences the engine's instance once and copies the rows from the ring.
+  // `fenced`: the caller has just fenced.
+  void read_in_graph(RuntimeReport& report, std::int64_t pumped_at, bool fenced) {
+    using Read = typename Impl::PumpMailbox<HostSpace>::Read;
+    const auto fence_once = [&] {
+      if (!fenced) space_.fence();
+      fenced = true;
+    };
+    std::array<std::int64_t, kGroupKinds> taken{};
+    for (const Group& g : groups_) taken[g.index] = g.rows_valid;
+    std::int64_t newest = 0;
+    for (std::int64_t seq = last_seq_ + 1;; ++seq) {
+      const Read read = mailbox_.read(seq, mailbox_slot_);
+      if (read != Read::Taken) {
+        if (read == Read::NotYet && !(fenced && mailbox_.newest() > seq)) break;
+        // Overwritten: the slot holds a later forward, so the oldest one the mailbox holds is past `seq`; after a
+        // fence every slot is final, and one that is still not whole (host memory written over) is skipped.
+        fence_once();
+        seq = std::max(seq + 1, mailbox_.newest() - Impl::MailboxLayout::kSlots + 1) - 1;
+        continue;
+      }
+      const auto& slot = mailbox_slot_;
+      for (Group& g : groups_) {
+        if (!g.on) continue;
+        std::int64_t& to = taken[g.index];
+        const std::int64_t begin = slot.windows[2 * g.index], end = slot.windows[2 * g.index + 1];
+        if (begin > to) {  // rows a lost slot carried: final in the ring, below this snapshot's count
+          fence_once();
+          const auto range = std::make_pair(static_cast<std::size_t>(to), static_cast<std::size_t>(begin));
+          Kokkos::deep_copy(Kokkos::subview(g.host_rows, range, Kokkos::ALL),
+                            Kokkos::subview(g.rows, range, Kokkos::ALL));
+          to = begin;
+        }
+        for (; to < end; ++to)
+          for (int f = 0; f < kRingFields; ++f)
+            g.host_rows(to, f) = slot.rows[g.index][static_cast<std::size_t>((to - begin) * kRingFields + f)];
+      }
+      std::copy(slot.block.begin(), slot.block.end(), host_block_.data());
+      newest = last_seq_ = seq;
+    }
+    if (newest == 0) return;  // nothing newer (the device is behind): nothing is reported; the rows wait
+    for (Group& g : groups_)
+      if (g.on) g.window_end = taken[g.index];
     if (!seq_offset_known_) {
-      seq_offset_ = slot.seq - forwards_;
+      seq_offset_ = newest - forwards_;
       seq_offset_known_ = true;
     }
-    last_seq_ = slot.seq;
-    std::copy(slot.block.begin(), slot.block.end(), host_block_.data());
-    for (Group& g : groups_) {
-      if (!g.on) continue;
-      const std::int64_t begin = slot.windows[2 * g.index], end = slot.windows[2 * g.index + 1];
-      // A window that starts past the first unreported row cannot happen (the cursor only trails rows_valid);
-      // take nothing from it rather than a gap.
-      g.window_end = begin <= g.rows_valid ? end : g.rows_valid;
-      for (std::int64_t r = g.rows_valid; r < g.window_end; ++r)
-        for (int f = 0; f < kRingFields; ++f)
-          g.host_rows(r, f) = slot.rows[g.index][static_cast<std::size_t>((r - begin) * kRingFields + f)];
-    }
-    const std::int64_t forward = slot.seq - seq_offset_;
+    const std::int64_t forward = newest - seq_offset_;
     if (const Snapshot* snap = forward_entry(forward)) {
       process(*snap, report, /*checks=*/true, pumped_at);
     } else {  // older than the ring, or before the first forward told of: rows and totals only
@@ -784,7 +842,6 @@ class Canary {
       unknown.forwards_total = forward;
       process(unknown, report, /*checks=*/false, pumped_at);
     }
-    update_row_cursors();
   }
 
   // The forwards end_step() was told of past the newest snapshot's (taken at forward `newest`), beyond what
@@ -1042,8 +1099,11 @@ class Canary {
   // the in-graph route
   Impl::PumpMailbox<HostSpace> mailbox_;
   typename Impl::PumpMailbox<HostSpace>::Slot mailbox_slot_;
-  Impl::PumpInGraphKernel<ExecutionSpace, Memory, HostSpace> in_graph_kernel_;
+  Impl::PumpInGraphKernel<ExecutionSpace> in_graph_kernel_;
+  Kokkos::View<unsigned, Memory> mail_done_blocks_;  // the folded snapshot's count of finished write blocks
   Kokkos::View<std::int64_t, Memory> forward_seq_;
+  Kokkos::View<std::int64_t*, Memory> mailed_;  // per group: rows the snapshots have mailed (the device's cursor)
+  Kokkos::View<std::int64_t*, Kokkos::HostSpace> mailed_host_;
   std::vector<Snapshot> forward_ring_;  // by forward number modulo kForwardRing
   std::int64_t last_seq_ = 0, seq_offset_ = 0, lag_base_ = 0, sweeps_at_last_step_ = 0, divergence_forwards_ = 0;
   bool seq_offset_known_ = false, divergence_next_ = false;

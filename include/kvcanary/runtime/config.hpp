@@ -25,8 +25,8 @@ enum class PumpSnapshot {
   Default,           // SideStreamCopies, until the H200 measures the kernel route (docs/perf-notes.md)
   SideStreamCopies,  // a device copy of the counters on the engine's stream; the host copies on a side stream
   Kernel,            // one kernel on the engine's stream writes counters and new rows into pinned host memory
-  // The snapshot taken by the forward's last canary pass into a pinned mailbox (a kernel captured with the
-  // passes): end_step() only reads host memory, no CUDA call. Unmeasured on a GPU (docs/runtime.md).
+  // The snapshot taken by the forward's last canary pass into a pinned mailbox (captured with the passes; on
+  // CUDA inside the last write kernel): end_step() only reads host memory, no CUDA call (docs/runtime.md).
   InGraph,
 };
 

@@ -6,21 +6,24 @@
 // the engine's graph, so that end_step() makes no CUDA call. The kernel writes a pinned host "mailbox"
 // the host reads with plain loads:
 //
-//   slot (kMailboxSlots of them, the forward's sequence number modulo the count):
-//     [0]                 sequence word: the device's forward number, 0 while the slot is written
+//   slot (kSlots of them, the forward's sequence number modulo the count):
+//     [0]                 sequence word: the device's forward number
 //     [1 + 2g, 2 + 2g]    group g's window [begin, end) of ring rows copied
+//     [kChecksum]         the checksum of every other word the slot holds (slot_checksum())
 //     [kHeader, +kSize)   the counter block
 //     then per group      `window` rows of kRingFields words (row begin + k at k)
 //
-// The device numbers its own forwards (a device counter the kernel increments), so a replayed graph needs
-// no host value: the window starts at the host's first unreported row per group, which the host keeps in a
-// pinned "row cursor" the kernel reads. The sequence word is cleared first and written last, each behind a
-// system-scope fence (SystemFence): a reader that sees the same non-zero word before and after its copy
-// read a whole slot (a seqlock).
+// Nothing it reads or orders crosses PCIe: the device numbers its own forwards and keeps its own row cursor
+// per group (rows already mailed, in device memory), so a replayed graph needs no host value and the kernel
+// reads no host memory; its stores are plain (posted) and unordered, with no system-scope fence. The host
+// takes a slot only when its sequence word is the one it expects next and the checksum over what it copied
+// matches: a slot still arriving, or being written again, fails it. Slots are taken in order; one the
+// device overwrote before the host came (the host more than kSlots forwards behind) leaves rows only the
+// ring holds, which the host then copies synchronously (Canary::read_in_graph()).
 
+#include <kvcanary/impl/hash.hpp>
 #include <kvcanary/runtime/config.hpp>
 #include <kvcanary/runtime/impl/counter_block.hpp>
-#include <kvcanary/runtime/impl/system_fence.hpp>
 #include <kvcanary/stages/canary_types.hpp>
 
 #include <Kokkos_Core.hpp>
@@ -30,15 +33,17 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
-#include <string>
 #include <vector>
 
 namespace kvcanary {
 namespace Impl {
 
 struct MailboxLayout {
-  static constexpr int kSlots = 4;  // >= 2: the host reads one while the device writes the next
+  static constexpr int kSlots = 8;  // how far the host may trail the device before it copies synchronously
+  static constexpr int kSeq = 0;
+  static constexpr int kChecksum = 1 + 2 * kGroupKinds;
   static constexpr int kHeader = 8;
+  static_assert(kChecksum < kHeader, "the header holds the sequence word, the windows and the checksum");
   std::int64_t window = 0;  // rows per group and slot: min(pump_rows_per_step, ring_capacity)
 
   KOKKOS_INLINE_FUNCTION std::int64_t rows_offset(int group) const {
@@ -47,86 +52,124 @@ struct MailboxLayout {
   KOKKOS_INLINE_FUNCTION std::int64_t slot_words() const { return rows_offset(kGroupKinds); }
 };
 
-template <class ExecutionSpace, class Memory, class HostMemory>
+// A slot's checksum is the sum of this over its words but the checksum's own (order-free: the team's threads
+// add theirs in any order). The word's index is mixed in, so that a word in the wrong place fails it too.
+KOKKOS_INLINE_FUNCTION std::uint64_t mailbox_word_hash(std::int64_t index, std::int64_t value) {
+  return splitmix64(as_uint64(value) ^ (as_uint64(index) * 0x9E3779B97F4A7C15ull));
+}
+
+// The snapshot's device side, for whichever kernel takes it: the in-graph kernel below (a Kokkos team) or, on
+// CUDA, the last block of the forward's last write (pump_in_write_cuda.hpp). Raw pointers, so that it rides
+// in a kernel's arguments; the Canary keeps the Views alive. Its threads call open() (one thread), then
+// store() for each of words() items (any thread, any order; the hashes they return summed), then close().
+struct MailboxWriter {
+  static constexpr int kHeaderWords = MailboxLayout::kChecksum;  // the sequence number, then the windows
+
+  const std::int64_t* block = nullptr;         // the counter block
+  std::int64_t* forward_seq = nullptr;         // the device's forward count
+  std::int64_t* mailed = nullptr;              // per group: the rows below it went into a slot
+  std::int64_t* mailbox = nullptr;             // kSlots * layout.slot_words(), in host memory
+  const std::int64_t* rows[kGroupKinds] = {};  // each group's ring rows, [capacity][kRingFields]; null: off
+  int count_index[kGroupKinds] = {};           // each group's ring count in the block
+  MailboxLayout layout;
+  std::int64_t capacity = 0;
+
+  // Numbers the forward and opens each group's window at the device's cursor, which moves past it.
+  KOKKOS_INLINE_FUNCTION void open(std::int64_t* header) const {
+    const std::int64_t seq = *forward_seq + 1;
+    *forward_seq = seq;
+    header[MailboxLayout::kSeq] = seq;
+    for (int g = 0; g < kGroupKinds; ++g) {
+      std::int64_t begin = 0, end = 0;
+      if (rows[g] != nullptr) {
+        // A count past int64 is a huge unsigned value: the ring is full.
+        const auto count = static_cast<std::uint64_t>(block[count_index[g]]);
+        const std::int64_t held =
+            count < static_cast<std::uint64_t>(capacity) ? static_cast<std::int64_t>(count) : capacity;
+        const std::int64_t from = mailed[g];
+        begin = from < 0 ? 0 : (from < held ? from : held);
+        end = begin + layout.window < held ? begin + layout.window : held;
+        mailed[g] = end;
+      }
+      header[1 + 2 * g] = begin;
+      header[2 + 2 * g] = end;
+    }
+  }
+
+  KOKKOS_INLINE_FUNCTION std::int64_t* slot(const std::int64_t* header) const {
+    return mailbox + (header[MailboxLayout::kSeq] % MailboxLayout::kSlots) * layout.slot_words();
+  }
+
+  // The counter block, then each group's window of rows.
+  KOKKOS_INLINE_FUNCTION std::int64_t words(const std::int64_t* header) const {
+    std::int64_t items = CounterBlock::kSize;
+    for (int g = 0; g < kGroupKinds; ++g) items += (header[2 + 2 * g] - header[1 + 2 * g]) * kRingFields;
+    return items;
+  }
+
+  // Stores item i in its place; returns its share of the checksum.
+  KOKKOS_INLINE_FUNCTION std::uint64_t store(std::int64_t i, const std::int64_t* header) const {
+    std::int64_t at = MailboxLayout::kHeader + i, value = 0;
+    if (i < CounterBlock::kSize) {
+      value = block[i];
+    } else {
+      std::int64_t j = i - CounterBlock::kSize;
+      for (int g = 0; g < kGroupKinds; ++g) {
+        const std::int64_t span = (header[2 + 2 * g] - header[1 + 2 * g]) * kRingFields;
+        if (j < span) {
+          at = layout.rows_offset(g) + j;
+          value = rows[g][header[1 + 2 * g] * kRingFields + j];
+          break;
+        }
+        j -= span;
+      }
+    }
+    slot(header)[at] = value;
+    return mailbox_word_hash(at, value);
+  }
+
+  // One thread, after every store(): the header and the checksum (`sum`: the stores' hashes).
+  KOKKOS_INLINE_FUNCTION void close(const std::int64_t* header, std::uint64_t sum) const {
+    std::int64_t* out = slot(header);
+    for (int w = 0; w < kHeaderWords; ++w) {
+      out[w] = header[w];
+      sum += mailbox_word_hash(w, header[w]);
+    }
+    out[MailboxLayout::kChecksum] = as_int64(sum);
+  }
+};
+
+// The snapshot as a kernel of its own (one team), after the forward's last canary pass.
+template <class ExecutionSpace>
 struct PumpInGraphKernel {
   using Policy = Kokkos::TeamPolicy<ExecutionSpace>;
   using Member = typename Policy::member_type;
   using Scratch = Kokkos::View<std::int64_t*, typename ExecutionSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
-  static constexpr int kScratchWords = 1 + 2 * kGroupKinds;  // sequence number, then the windows
 
-  Kokkos::View<const std::int64_t*, Memory> block;
-  Kokkos::View<std::int64_t, Memory> forward_seq;        // the device's forward count
-  Kokkos::View<std::int64_t*, HostMemory> mailbox;       // kSlots * layout.slot_words()
-  Kokkos::View<const std::int64_t*, HostMemory> cursor;  // per group: the host's first unreported row
-  Kokkos::View<const std::int64_t* [kRingFields], Kokkos::LayoutRight, Memory> rows[kGroupKinds];
-  bool on[kGroupKinds] = {};
-  int count_index[kGroupKinds] = {};  // each group's ring count in the block (computed on the host)
-  MailboxLayout layout;
-  std::int64_t capacity = 0;
+  MailboxWriter writer;
 
   KOKKOS_INLINE_FUNCTION void operator()(const Member& team) const {
-    Scratch header(team.team_scratch(0), kScratchWords);
-    Kokkos::single(Kokkos::PerTeam(team), [&]() {
-      const std::int64_t seq = forward_seq() + 1;
-      forward_seq() = seq;
-      std::int64_t* slot = mailbox.data() + (seq % MailboxLayout::kSlots) * layout.slot_words();
-      *static_cast<volatile std::int64_t*>(slot) = 0;  // a reader copying this slot now sees it change
-      SystemFence<ExecutionSpace>::apply();
-      header(0) = seq;
-      for (int g = 0; g < kGroupKinds; ++g) {
-        std::int64_t begin = 0, end = 0;
-        if (on[g]) {
-          // A count past int64 is a huge unsigned value: the ring is full.
-          const auto count = static_cast<std::uint64_t>(block(count_index[g]));
-          const std::int64_t held =
-              count < static_cast<std::uint64_t>(capacity) ? static_cast<std::int64_t>(count) : capacity;
-          const std::int64_t from = *static_cast<const volatile std::int64_t*>(cursor.data() + g);
-          begin = from < 0 ? 0 : (from < held ? from : held);
-          end = begin + layout.window < held ? begin + layout.window : held;
-        }
-        header(1 + 2 * g) = slot[1 + 2 * g] = begin;
-        header(2 + 2 * g) = slot[2 + 2 * g] = end;
-      }
-    });
+    Scratch header(team.team_scratch(0), MailboxWriter::kHeaderWords);
+    Kokkos::single(Kokkos::PerTeam(team), [&]() { writer.open(header.data()); });
     team.team_barrier();
-    std::int64_t* slot = mailbox.data() + (header(0) % MailboxLayout::kSlots) * layout.slot_words();
-    std::int64_t items = CounterBlock::kSize;
-    for (int g = 0; g < kGroupKinds; ++g) items += (header(2 + 2 * g) - header(1 + 2 * g)) * kRingFields;
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, items), [&](const std::int64_t i) {
-      if (i < CounterBlock::kSize) {
-        slot[MailboxLayout::kHeader + i] = block(i);
-        return;
-      }
-      std::int64_t j = i - CounterBlock::kSize;
-      for (int g = 0; g < kGroupKinds; ++g) {
-        const std::int64_t span = (header(2 + 2 * g) - header(1 + 2 * g)) * kRingFields;
-        if (j < span) {
-          slot[layout.rows_offset(g) + j] = rows[g](header(1 + 2 * g) + j / kRingFields, j % kRingFields);
-          return;
-        }
-        j -= span;
-      }
-    });
-    SystemFence<ExecutionSpace>::apply();  // every thread's slot stores before the sequence word
-    team.team_barrier();
-    Kokkos::single(Kokkos::PerTeam(team), [&]() {
-      *static_cast<volatile std::int64_t*>(slot) = header(0);
-      SystemFence<ExecutionSpace>::apply();
-    });
+    std::uint64_t sum = 0;
+    Kokkos::parallel_reduce(
+        Kokkos::TeamThreadRange(team, writer.words(header.data())),
+        [&](const std::int64_t i, std::uint64_t& partial) { partial += writer.store(i, header.data()); }, sum);
+    Kokkos::single(Kokkos::PerTeam(team), [&]() { writer.close(header.data(), sum); });
   }
 };
 
-template <class ExecutionSpace, class Memory, class HostMemory>
-void launch_pump_in_graph(const ExecutionSpace& space,
-                          const PumpInGraphKernel<ExecutionSpace, Memory, HostMemory>& kernel) {
-  using Kernel = PumpInGraphKernel<ExecutionSpace, Memory, HostMemory>;
+template <class ExecutionSpace>
+void launch_pump_in_graph(const ExecutionSpace& space, const PumpInGraphKernel<ExecutionSpace>& kernel) {
+  using Kernel = PumpInGraphKernel<ExecutionSpace>;
   Kokkos::parallel_for("kvcanary::pump[in_graph]",
                        typename Kernel::Policy(space, 1, Kokkos::AUTO)
-                           .set_scratch_size(0, Kokkos::PerTeam(Kernel::kScratchWords * sizeof(std::int64_t))),
+                           .set_scratch_size(0, Kokkos::PerTeam(MailboxWriter::kHeaderWords * sizeof(std::int64_t))),
                        kernel);
 }
 
-// The host side of the mailbox and the row cursor (both in `HostMemory`: pinned on CUDA).
+// The host side of the mailbox (in `HostMemory`: pinned on CUDA).
 template <class HostMemory>
 class PumpMailbox {
  public:
@@ -136,70 +179,91 @@ class PumpMailbox {
     std::array<std::int64_t, CounterBlock::kSize> block{};
     std::array<std::vector<std::int64_t>, kGroupKinds> rows;  // row windows[2g] + k at k * kRingFields
   };
+  enum class Read { Taken, NotYet, Overwritten };
 
   PumpMailbox() = default;
   explicit PumpMailbox(std::int64_t window) {
     layout_.window = window;
-    // Zero-initialised: sequence word 0 is "nothing written yet", the cursors start at row 0.
+    // Zero-initialised: sequence word 0 is "nothing written yet".
     mailbox_ = Kokkos::View<std::int64_t*, HostMemory>("kvcanary::Canary::pump_mailbox",
                                                        MailboxLayout::kSlots * layout_.slot_words());
-    cursor_ = Kokkos::View<std::int64_t*, HostMemory>("kvcanary::Canary::pump_row_cursor", kGroupKinds);
   }
 
   const MailboxLayout& layout() const { return layout_; }
   const Kokkos::View<std::int64_t*, HostMemory>& mailbox() const { return mailbox_; }
-  const Kokkos::View<std::int64_t*, HostMemory>& cursor() const { return cursor_; }
   Slot empty_slot() const {
     Slot slot;
     for (auto& rows : slot.rows) rows.resize(static_cast<std::size_t>(layout_.window * kRingFields));
     return slot;
   }
 
-  // The host's first unreported row of a group; the device reads it at its next snapshot.
-  void set_cursor(int group, std::int64_t row) { *static_cast<volatile std::int64_t*>(cursor_.data() + group) = row; }
+  // The highest sequence word of any slot (0: none written).
+  std::int64_t newest() const {
+    std::int64_t seq = 0;
+    for (int s = 0; s < MailboxLayout::kSlots; ++s) seq = std::max(seq, load(slot_of(s)));
+    return seq;
+  }
 
-  // Copies the newest complete slot with a sequence number above `after` into `out`, each group's rows
-  // from `from_row[g]` on (those below were reported): read the word, copy, read the word again; a word
-  // that changed (the device began that slot again) is tried once more. False: nothing newer, or torn twice.
-  bool read_newest(std::int64_t after, const std::array<std::int64_t, kGroupKinds>& from_row, Slot& out) const {
-    for (int attempt = 0; attempt < 2; ++attempt) {
-      std::int64_t seq = 0;
-      const std::int64_t* newest = nullptr;
-      for (int s = 0; s < MailboxLayout::kSlots; ++s) {
-        const std::int64_t* slot = mailbox_.data() + s * layout_.slot_words();
-        const std::int64_t word = load(slot);
-        if (word > seq) {
-          seq = word;
-          newest = slot;
-        }
-      }
-      if (seq <= after) return false;
-      std::atomic_thread_fence(std::memory_order_acquire);
-      out.seq = seq;
-      std::memcpy(out.windows.data(), newest + 1, sizeof(out.windows));
-      std::memcpy(out.block.data(), newest + MailboxLayout::kHeader, sizeof(out.block));
-      bool whole = true;  // windows a whole slot cannot hold: a torn read
-      for (int g = 0; g < kGroupKinds; ++g) {
-        const std::int64_t begin = out.windows[2 * g], end = out.windows[2 * g + 1];
-        const std::int64_t first = std::max(begin, from_row[g]);
-        whole = whole && begin >= 0 && begin <= end && end - begin <= layout_.window;
-        if (whole && first < end)
-          std::memcpy(out.rows[g].data() + (first - begin) * kRingFields,
-                      newest + layout_.rows_offset(g) + (first - begin) * kRingFields,
-                      static_cast<std::size_t>((end - first) * kRingFields) * sizeof(std::int64_t));
-      }
-      std::atomic_thread_fence(std::memory_order_acquire);
-      if (whole && load(newest) == seq) return true;
+  // Copies the slot of forward `seq` into `out` when it is whole: its sequence word is `seq` and the checksum
+  // of what was copied matches. NotYet: not written yet, or still arriving; Overwritten: the device has
+  // written a later forward there.
+  Read read(std::int64_t seq, Slot& out) const {
+    const std::int64_t* slot = slot_of(static_cast<int>(seq % MailboxLayout::kSlots));
+    const std::int64_t word = load(slot);
+    if (word < seq) return Read::NotYet;
+    if (word > seq) return Read::Overwritten;
+    std::atomic_thread_fence(std::memory_order_acquire);
+    std::array<std::int64_t, MailboxLayout::kHeader> header;
+    std::memcpy(header.data(), slot, sizeof(header));
+    std::memcpy(out.block.data(), slot + MailboxLayout::kHeader, sizeof(out.block));
+    std::uint64_t sum = 0;
+    for (int w = 0; w < MailboxLayout::kHeader; ++w)
+      if (w != MailboxLayout::kChecksum) sum += mailbox_word_hash(w, header[static_cast<std::size_t>(w)]);
+    for (int i = 0; i < CounterBlock::kSize; ++i)
+      sum += mailbox_word_hash(MailboxLayout::kHeader + i, out.block[static_cast<std::size_t>(i)]);
+    bool whole = header[MailboxLayout::kSeq] == seq;
+    for (int g = 0; g < kGroupKinds && whole; ++g) {
+      const std::int64_t begin = header[1 + 2 * g], end = header[2 + 2 * g];
+      whole = begin >= 0 && begin <= end && end - begin <= layout_.window;  // else a torn window: not trusted
+      if (!whole) break;
+      const std::int64_t words = (end - begin) * kRingFields;
+      std::int64_t* rows = out.rows[static_cast<std::size_t>(g)].data();
+      std::memcpy(rows, slot + layout_.rows_offset(g), static_cast<std::size_t>(words) * sizeof(std::int64_t));
+      for (std::int64_t j = 0; j < words; ++j) sum += mailbox_word_hash(layout_.rows_offset(g) + j, rows[j]);
+      out.windows[static_cast<std::size_t>(2 * g)] = begin;
+      out.windows[static_cast<std::size_t>(2 * g + 1)] = end;
     }
-    return false;
+    if (whole && as_int64(sum) == header[MailboxLayout::kChecksum]) {
+      out.seq = seq;
+      return Read::Taken;
+    }
+    std::atomic_thread_fence(std::memory_order_acquire);
+    return load(slot) > seq ? Read::Overwritten : Read::NotYet;
   }
 
  private:
+  const std::int64_t* slot_of(int s) const { return mailbox_.data() + s * layout_.slot_words(); }
   static std::int64_t load(const std::int64_t* word) { return *static_cast<const volatile std::int64_t*>(word); }
 
   MailboxLayout layout_;
-  Kokkos::View<std::int64_t*, HostMemory> mailbox_, cursor_;
+  Kokkos::View<std::int64_t*, HostMemory> mailbox_;
 };
+
+// How many forwards the newest snapshot may trail the forwards end_step() was told of, at a health
+// check, before the check calls it a forward that ran without the canary: none where the passes ran before
+// end_step() returned (the host backends); on CUDA the device may still be a few forwards behind the host
+// (an engine that queues the next step before it waits), which flush() (after a fence) checks exactly.
+template <class ExecutionSpace>
+struct PumpLagSlack {
+  static constexpr std::int64_t value = 0;
+};
+
+#ifdef KOKKOS_ENABLE_CUDA
+template <>
+struct PumpLagSlack<Kokkos::Cuda> {
+  static constexpr std::int64_t value = 16;
+};
+#endif
 
 }  // namespace Impl
 }  // namespace kvcanary
