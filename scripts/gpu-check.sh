@@ -12,7 +12,8 @@
 # sanitize  compute-sanitizer memcheck on every CUDA unit test (all randomized differential cases) and
 #           the graph and runtime tests; racecheck on the tests of $RACECHECK_FILTER, the graph and runtime tests
 #           ($SANITIZER_TIMEOUT per run). $SANITIZE_ONLY=unit runs only the unit test's memcheck and racecheck,
-#           and $MEMCHECK_FILTER narrows its memcheck (gtest filters; for a short call on new tests).
+#           and $MEMCHECK_FILTER narrows its memcheck; $SANITIZE_ONLY=runtime only the graph and runtime tests,
+#           and $RUNTIME_SANITIZE_FILTER narrows the runtime's (gtest filters; for a short call on new tests).
 # python    the Python package: `pip install --no-build-isolation .` against the cuda Kokkos (PIC) with
 #           the node's python3 (nanobind, scikit-build-core, torch, pytest installed there), then
 #           `pytest -m gpu unit_tests/python` (torch CUDA tensors, CuPy, streams, the graph test, and the
@@ -123,16 +124,20 @@ if has sanitize; then
     [ $rc -eq 0 ] || grep -m 12 -E '(Error|Warning|WARNING|ERROR).*(access|hazard|Race)|^=+ +and (Write|Read) ' "$log" \
       | cut -c1-400 | tee -a "$SUMMARY"
   }
-  sanitize memcheck unit "$unit" ${MEMCHECK_FILTER:+--gtest_filter="$MEMCHECK_FILTER"}
-  sanitize racecheck unit "$unit" --gtest_filter="$RACE_FILTER"
+  if [ "${SANITIZE_ONLY:-}" != runtime ]; then
+    sanitize memcheck unit "$unit" ${MEMCHECK_FILTER:+--gtest_filter="$MEMCHECK_FILTER"}
+    sanitize racecheck unit "$unit" --gtest_filter="$RACE_FILTER"
+  fi
   if [ "${SANITIZE_ONLY:-}" != unit ]; then
     sanitize memcheck graph "$graph"
     sanitize racecheck graph "$graph"
     # Without the test whose cudaMalloc must fail (memcheck counts that API error: 2 errors, 2026-12-05).
-    sanitize memcheck runtime "$runtime" --gtest_filter=-Runtime.AConfigTooLargeForTheHostThrowsInsteadOfAllocating
+    sanitize memcheck runtime "$runtime" \
+      --gtest_filter="${RUNTIME_SANITIZE_FILTER:-*}-Runtime.AConfigTooLargeForTheHostThrowsInsteadOfAllocating"
     # racecheck runs every kernel ~100x slower: the 10,000-step health-check test alone outlasts 150 s (cut
     # at 50 and 150 s on 2026-12-04); its passes are the other runtime tests' passes repeated.
-    sanitize racecheck runtime "$runtime" --gtest_filter=-Runtime.HealthCheckQuietOnTenThousandCleanSteps
+    sanitize racecheck runtime "$runtime" \
+      --gtest_filter="${RUNTIME_SANITIZE_FILTER:-*}-Runtime.HealthCheckQuietOnTenThousandCleanSteps"
   fi
 fi
 
