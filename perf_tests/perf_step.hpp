@@ -18,6 +18,11 @@
 //                              from the batch; the plan stores none); the same checks, and the same bytes
 //                              counted as step/ (the SPEC §7 work of the step), so the two read side by side
 //
+//   step_kv_interleaved/<workload>/<launch>   the step/ step with the K and V records interleaved in one
+//                              allocation (CanaryConfig::kv_records = KvRecords::Interleaved: a slot's K then
+//                              its V, stride 64), so that a slot's two gathers and two stores share a 64-byte
+//                              segment; the same checks and bytes counted as step/
+//
 //   step_pump/<workload>/<launch>   the same step followed by Canary::end_step() (the asynchronous report
 //                              pump); time per step with the pump, and pump_us_per_step = that minus the same
 //                              steps without end_step(), measured alternately in each iteration (bs 1 and 64:
@@ -70,7 +75,8 @@ struct StepCall {
 
   StepCall(const ExecutionSpace& space_, const VerifyCase& c,
            kvcanary::PumpSnapshot pump = kvcanary::PumpSnapshot::Default,
-           kvcanary::HeadVerify head_verify = kvcanary::HeadVerify::Default)
+           kvcanary::HeadVerify head_verify = kvcanary::HeadVerify::Default,
+           kvcanary::KvRecords records = kvcanary::KvRecords::Default)
       : space(space_) {
     const Inputs& in = c.workload.inputs;
     inputs = kvcanary::upload_inputs(space, in);
@@ -107,6 +113,20 @@ struct StepCall {
     if (config.verify_token_assert) tables.expected_tokens = *inputs.req_to_verify_expected_tokens;
     tables.target.k = kvcanary::upload_canary_buffer(space, c.stamped);
     tables.target.v = kvcanary::upload_canary_buffer(space, c.stamped);
+    if (records == kvcanary::KvRecords::Interleaved) {
+      // The layout the Canary gives the records it owns with KvRecords::Interleaved (a slot's K, then its V;
+      // stride 64), holding the workload's stamped records.
+      config.kv_records = records;
+      Kokkos::View<std::int64_t* [2 * kvcanary::kRecordFields], Kokkos::LayoutRight, Memory> kv(
+          Kokkos::view_alloc(space, "kvcanary_perf::kv_canary"), c.stamped.size());
+      kvcanary::CanaryBuffer<Memory> k{Kokkos::subview(kv, Kokkos::ALL, std::make_pair(0, kvcanary::kRecordFields))};
+      kvcanary::CanaryBuffer<Memory> v{
+          Kokkos::subview(kv, Kokkos::ALL, std::make_pair(kvcanary::kRecordFields, 2 * kvcanary::kRecordFields))};
+      Kokkos::deep_copy(space, k.records, tables.target.k->records);
+      Kokkos::deep_copy(space, v.records, tables.target.v->records);
+      tables.target.k = k;
+      tables.target.v = v;
+    }
     canary = std::make_unique<kvcanary::Canary<ExecutionSpace>>(space, config, tables);
 
     batch.req_pool_indices = inputs.req_pool_indices;
@@ -130,11 +150,12 @@ inline void expect_clean_step(const kvcanary::RuntimeReport& report, const std::
 
 template <class ExecutionSpace>
 void bench_step(benchmark::State& state, const WorkloadShape& shape, bool identities, Launch launch,
-                kvcanary::HeadVerify head_verify = kvcanary::HeadVerify::Default) {
+                kvcanary::HeadVerify head_verify = kvcanary::HeadVerify::Default,
+                kvcanary::KvRecords records = kvcanary::KvRecords::Default) {
   run_checked(state, [&] {
     const std::shared_ptr<VerifyCase> c = verify_case(shape, identities);
     Instance<ExecutionSpace> instance;
-    StepCall<ExecutionSpace> call(instance.space(), *c, kvcanary::PumpSnapshot::Default, head_verify);
+    StepCall<ExecutionSpace> call(instance.space(), *c, kvcanary::PumpSnapshot::Default, head_verify, records);
 
     call.run();  // eager, checked
     expect_clean_step(call.canary->flush(), "eager step");
@@ -245,6 +266,10 @@ void register_step_benchmarks(const std::string& backend) {
                      [shape, mode](benchmark::State& state) { bench_step<ExecutionSpace>(state, shape, true, mode); });
       register_timed("step_fused/" + shape.name + "/" + launch.second, [shape, mode](benchmark::State& state) {
         bench_step<ExecutionSpace>(state, shape, false, mode, kvcanary::HeadVerify::FromInputs);
+      });
+      register_timed("step_kv_interleaved/" + shape.name + "/" + launch.second, [shape, mode](benchmark::State& state) {
+        bench_step<ExecutionSpace>(state, shape, false, mode, kvcanary::HeadVerify::Default,
+                                   kvcanary::KvRecords::Interleaved);
       });
       // bs 1: a host-bound loop (the pump's host time shows); bs 256 (CUDA only, by its size): a GPU-bound
       // loop, the host a step ahead, so the difference is what the pump costs the engine's stream.

@@ -23,6 +23,7 @@ _PLAN_ALGORITHMS = {"default": 0, "portable": 1, "cuda-persistent": 2}
 _CANARY_ALGORITHMS = {"default": 0, "portable": 1, "cuda": 2}
 _HEAD_VERIFIES = {"default": 0, "from-plan": 1, "from-inputs": 2}  # HeadVerify, docs/runtime.md
 _PUMP_SNAPSHOTS = {"default": 0, "side-stream-copies": 1, "kernel": 2, "in-graph": 3}  # PumpSnapshot, docs/runtime.md
+_KV_RECORDS = {"default": 0, "separate": 1, "interleaved": 2}  # KvRecords, docs/runtime.md
 GROUPS = ("target", "swa", "draft")
 
 
@@ -78,6 +79,7 @@ class CanaryConfig:
     canary_algorithm: str = "default"     # 'default', 'portable', 'cuda'
     head_verify: str = "default"          # 'default', 'from-plan', 'from-inputs' (the head verify's route)
     pump_snapshot: str = "default"        # 'default', 'side-stream-copies', 'kernel', 'in-graph' (docs/runtime.md)
+    kv_records: str = "default"           # 'default', 'separate', 'interleaved': the owned records' layout
 
 
 def _int(value, name: str) -> int:
@@ -149,6 +151,7 @@ def _config_dict(c: CanaryConfig) -> dict:
         "canary_algorithm": _choice(c.canary_algorithm, "canary_algorithm", _CANARY_ALGORITHMS),
         "pump_snapshot": _choice(c.pump_snapshot, "pump_snapshot", _PUMP_SNAPSHOTS),
         "head_verify": _choice(c.head_verify, "head_verify", _HEAD_VERIFIES),
+        "kv_records": _choice(c.kv_records, "kv_records", _KV_RECORDS),
     }
     for name in ("keep_never_written", "sweep_swa_group", "tail_pass", "write_input_assert", "verify_token_assert",
                  "chain_position_assert", "request_identities", "swa_group", "draft_group"):

@@ -82,6 +82,7 @@ CanaryConfig canary_config(const CanaryConfigArgs& a) {
                                                  : CanaryAlgorithm::Default;
   c.pump_snapshot = static_cast<PumpSnapshot>(a.pump_snapshot);  // the Python layer checked the values
   c.head_verify = static_cast<HeadVerify>(a.head_verify);
+  c.kv_records = static_cast<KvRecords>(a.kv_records);
   return c;
 }
 
@@ -262,6 +263,7 @@ CanaryConfigArgs default_canary_config() {
   a.canary_algorithm = static_cast<int>(c.canary_algorithm);
   a.pump_snapshot = static_cast<int>(c.pump_snapshot);
   a.head_verify = static_cast<int>(c.head_verify);
+  a.kv_records = static_cast<int>(c.kv_records);
   return a;
 }
 

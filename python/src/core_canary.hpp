@@ -41,6 +41,7 @@ struct CanaryConfigArgs {
   int canary_algorithm = 0;  // 0 default, 1 portable, 2 cuda
   int pump_snapshot = 0;     // PumpSnapshot: 0 default, 1 side-stream copies, 2 kernel, 3 in graph
   int head_verify = 0;       // HeadVerify: 0 default, 1 from the plan, 2 from the inputs
+  int kv_records = 0;        // KvRecords: 0 default, 1 separate, 2 interleaved
 };
 
 // f(name, field) for every field but the sink (the Python layer's config dict has these keys).
@@ -78,6 +79,7 @@ void for_each_config_field(Args& a, F&& f) {
   f("canary_algorithm", a.canary_algorithm);
   f("pump_snapshot", a.pump_snapshot);
   f("head_verify", a.head_verify);
+  f("kv_records", a.kv_records);
 }
 
 CanaryConfigArgs default_canary_config();  // kvcanary::CanaryConfig{}'s values

@@ -80,6 +80,9 @@ void validate_config(const CanaryConfig& config) {
   if (pump < 0 || pump > static_cast<std::int32_t>(PumpSnapshot::InGraph))
     Impl::throw_invalid_in(kWhere, "pump_snapshot is ", pump,
                            ", must be 0 (default), 1 (side-stream copies), 2 (kernel) or 3 (in graph)");
+  const auto records = static_cast<std::int32_t>(config.kv_records);
+  if (records < 0 || records > static_cast<std::int32_t>(KvRecords::Interleaved))
+    Impl::throw_invalid_in(kWhere, "kv_records is ", records, ", must be 0 (default), 1 (separate) or 2 (interleaved)");
   // The head write stamps the fingerprint of the bytes before the model writes them; only the tail's
   // re-stamp makes the next head's real-KV check meaningful.
   if (config.real_kv_mode != RealKvMode::None && !config.tail_pass)

@@ -243,6 +243,7 @@ def test_the_python_config_mirrors_the_cpp_defaults():
     assert defaults.pop("canary_algorithm") == 0 and c.canary_algorithm == "default"
     assert defaults.pop("pump_snapshot") == 0 and c.pump_snapshot == "default"
     assert defaults.pop("head_verify") == 0 and c.head_verify == "default"
+    assert defaults.pop("kv_records") == 0 and c.kv_records == "default"
     for part in (c.capacities, c.dimensions):
         for f in dataclasses.fields(part):
             assert getattr(part, f.name) == defaults.pop(f.name), f.name
@@ -280,6 +281,26 @@ def test_each_pump_route_reports_the_same_row_once(route):
     assert rows == expected.rows and len(rows) == 1 and canary.flush().rows == []
     with pytest.raises(ValueError, match="config.pump_snapshot must be one of"):
         run_with_violation(pump_snapshot="events")
+
+
+def test_interleaved_records_the_canary_owns_report_what_separate_ones_do():
+    # Owned records (no GroupArrays), a first forward that reads never-written slots and a write that repeats
+    # them: the same rows and counters with the K and V records in one allocation as in two.
+    def run(kv_records):
+        table = req_to_token()
+        canary = kc.Canary(req_to_token=table, dimensions=dims(), report_mode="none", keep_never_written=True,
+                           kv_records=kv_records)
+        rows = []
+        for step in (STEPS[1], STEPS[2]):
+            canary.before_forward(forward_batch(table, step))
+            rows += canary.end_step().rows
+        report = canary.flush()
+        return rows + report.rows, (report.slot_run_counter, report.kernel_run_counter)
+
+    separate, interleaved = run("separate"), run("interleaved")
+    assert separate[0] and interleaved == separate
+    with pytest.raises(ValueError, match="config.kv_records must be one of"):
+        run("packed")
 
 
 @pytest.mark.parametrize("route", ["from-plan", "from-inputs"])

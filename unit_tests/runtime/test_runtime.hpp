@@ -94,6 +94,16 @@ TEST_F(Runtime, BadConfigsThrowBeforeAllocating) {
   config = quiet();
   config.health_check_every_n_steps = -1;
   EXPECT_THROW(Harness(shape, config), std::invalid_argument);
+  config = quiet();
+  config.kv_records = static_cast<kvcanary::KvRecords>(3);
+  try {
+    Harness h(shape, config);
+    ADD_FAILURE() << "an unknown kv_records was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("kv_records is 3, must be 0 (default), 1 (separate) or 2 (interleaved)"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST_F(Runtime, AConfigTooLargeForTheHostThrowsInsteadOfAllocating) {
@@ -257,6 +267,34 @@ TEST_F(Runtime, KernelAndInGraphRoutesMatchTheReferenceOnEveryGroup) {
     config.pump_snapshot = route;
     config.health_check_every_n_steps = 7;
     Harness h(shape, config, 7);
+    run_and_compare(h, 40, 4, 9);
+    EXPECT_FALSE(h.ref[0].ring.rows.empty());
+    for (const auto& report : h.reports) EXPECT_TRUE(report.health_errors.empty()) << "step " << report.step;
+  }
+}
+
+// KvRecords::Interleaved: each group's K and V records in one allocation, a slot's K then its V (stride 64):
+// every pass, the pump and the buffers as with separate buffers.
+TEST_F(Runtime, InterleavedKvRecordsMatchTheReferenceOnEveryGroup) {
+  for (const auto route : {kvcanary::PumpSnapshot::SideStreamCopies, kvcanary::PumpSnapshot::InGraph}) {
+    SCOPED_TRACE(route_name(route));
+    EngineShape shape;
+    shape.swa = shape.draft = shape.real_kv = true;
+    auto config = quiet();
+    config.kv_records = kvcanary::KvRecords::Interleaved;
+    config.tail_pass = true;
+    config.real_kv_mode = kvcanary::RealKvMode::All;
+    config.sweep_interval = 4;
+    config.pump_snapshot = route;
+    config.health_check_every_n_steps = 7;
+    Harness h(shape, config, 13);
+    for (const auto kind : {GroupKind::Target, GroupKind::Swa, GroupKind::Draft}) {
+      const auto& k = h.canary->k_buffer(kind);
+      const auto& v = h.canary->v_buffer(kind);
+      EXPECT_EQ(k.stride_bytes(), 64);
+      EXPECT_EQ(v.stride_bytes(), 64);
+      EXPECT_EQ(v.records.data(), k.records.data() + kvcanary::kRecordFields);
+    }
     run_and_compare(h, 40, 4, 9);
     EXPECT_FALSE(h.ref[0].ring.rows.empty());
     for (const auto& report : h.reports) EXPECT_TRUE(report.health_errors.empty()) << "step " << report.step;

@@ -373,8 +373,16 @@ class Canary {
       const char* name = group_kind_name(kind);
       const GroupViews<Memory>& views = group_views(kind);
       const std::int64_t slots = group_slots(kind);
-      g.k = views.k ? *views.k : allocate_canary_buffer(space_, slots, label(name, "k_canary"));
-      g.v = views.v ? *views.v : allocate_canary_buffer(space_, slots, label(name, "v_canary"));
+      if (!views.k && !views.v && config_.kv_records == KvRecords::Interleaved) {
+        // One zeroed allocation, K in the first 32 bytes of each slot's 64 and V in the last: the subviews keep it.
+        Kokkos::View<std::int64_t* [2 * kRecordFields], Kokkos::LayoutRight, Memory> kv(
+            Kokkos::view_alloc(space_, label(name, "kv_canary")), static_cast<std::size_t>(slots));
+        g.k.records = Kokkos::subview(kv, Kokkos::ALL, std::make_pair(0, kRecordFields));
+        g.v.records = Kokkos::subview(kv, Kokkos::ALL, std::make_pair(kRecordFields, 2 * kRecordFields));
+      } else {
+        g.k = views.k ? *views.k : allocate_canary_buffer(space_, slots, label(name, "k_canary"));
+        g.v = views.v ? *views.v : allocate_canary_buffer(space_, slots, label(name, "v_canary"));
+      }
 
       g.head_plan = allocate_verify_plan(space_, capacities_.verify_capacity, config_.request_identities);
       g.head_plan.enable = int32_view(gi, Block::kHeadEnable);

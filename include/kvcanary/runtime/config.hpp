@@ -38,6 +38,15 @@ enum class HeadVerify {
                // a group with a tail pass keeps FromPlan (after_forward() re-verifies its stored entries)
 };
 
+// How a group's K and V canary records are laid out when the Canary owns them (an engine's own buffers,
+// EngineViews::k / v, keep their layout).
+enum class KvRecords {
+  Default,      // Separate, until the H200 measures Interleaved (docs/perf-notes.md)
+  Separate,     // a K buffer and a V buffer, 32 bytes a slot each
+  Interleaved,  // one allocation of 64 bytes a slot: the slot's K record, then its V record (stride 64), so
+                // the K and V reads (verify) and stores (write) of a slot fall in one 64-byte segment
+};
+
 // The engine's dimensions, from which Capacities are derived (derive_capacities()).
 struct EngineDimensions {
   std::int64_t pool_slots = 0;              // KV slots of the full-attention pool (canary records per buffer)
@@ -79,6 +88,7 @@ struct CanaryConfig {
   std::int64_t ring_capacity = 1024;          // violation rows kept per group (fill once; the count keeps growing)
   std::int64_t pump_rows_per_step = 64;       // ring rows the asynchronous pump copies per group and step
   PumpSnapshot pump_snapshot = PumpSnapshot::Default;
+  KvRecords kv_records = KvRecords::Default;  // the layout of the canary records the Canary owns
 
   // ---- passes ----
   std::int64_t sweep_interval = 0;            // > 0: sweep() is expected every that many steps (0: never)
