@@ -61,6 +61,28 @@ class Runtime : public ::testing::Test {
       EXPECT_TRUE(kvcanary::download_canary_buffer(h.space, h.canary->v_buffer(kind)) == h.ref[g].v);
     }
   }
+
+  // Every group (with real-KV sources, a tail pass and sweeps), 40 steps with corruptions, against the
+  // reference, the health check quiet throughout.
+  static EngineShape every_group() {
+    EngineShape shape;
+    shape.swa = shape.draft = shape.real_kv = true;
+    return shape;
+  }
+  static kvcanary::CanaryConfig every_group_config(kvcanary::PumpSnapshot route, kvcanary::RealKvMode real_kv) {
+    auto config = quiet();
+    config.tail_pass = true;
+    config.real_kv_mode = real_kv;
+    config.sweep_interval = 4;
+    config.pump_snapshot = route;
+    config.health_check_every_n_steps = 7;
+    return config;
+  }
+  static void expect_every_group_matches(Harness& h) {
+    run_and_compare(h, 40, 4, 9);
+    EXPECT_FALSE(h.ref[0].ring.rows.empty());
+    for (const auto& report : h.reports) EXPECT_TRUE(report.health_errors.empty()) << "step " << report.step;
+  }
 };
 
 TEST_F(Runtime, CapacitiesDerivedFromTheEngine) {
@@ -258,18 +280,8 @@ TEST_F(Runtime, PumpWindowAndRingOverflowLoseNothingTheRingKept) {
 TEST_F(Runtime, KernelAndInGraphRoutesMatchTheReferenceOnEveryGroup) {
   for (const auto route : {kvcanary::PumpSnapshot::Kernel, kvcanary::PumpSnapshot::InGraph}) {
     SCOPED_TRACE(route_name(route));
-    EngineShape shape;
-    shape.swa = shape.draft = shape.real_kv = true;
-    auto config = quiet();
-    config.tail_pass = true;
-    config.real_kv_mode = kvcanary::RealKvMode::Partial;
-    config.sweep_interval = 4;
-    config.pump_snapshot = route;
-    config.health_check_every_n_steps = 7;
-    Harness h(shape, config, 7);
-    run_and_compare(h, 40, 4, 9);
-    EXPECT_FALSE(h.ref[0].ring.rows.empty());
-    for (const auto& report : h.reports) EXPECT_TRUE(report.health_errors.empty()) << "step " << report.step;
+    Harness h(every_group(), every_group_config(route, kvcanary::RealKvMode::Partial), 7);
+    expect_every_group_matches(h);
   }
 }
 
@@ -278,16 +290,9 @@ TEST_F(Runtime, KernelAndInGraphRoutesMatchTheReferenceOnEveryGroup) {
 TEST_F(Runtime, InterleavedKvRecordsMatchTheReferenceOnEveryGroup) {
   for (const auto route : {kvcanary::PumpSnapshot::SideStreamCopies, kvcanary::PumpSnapshot::InGraph}) {
     SCOPED_TRACE(route_name(route));
-    EngineShape shape;
-    shape.swa = shape.draft = shape.real_kv = true;
-    auto config = quiet();
+    auto config = every_group_config(route, kvcanary::RealKvMode::All);
     config.kv_records = kvcanary::KvRecords::Interleaved;
-    config.tail_pass = true;
-    config.real_kv_mode = kvcanary::RealKvMode::All;
-    config.sweep_interval = 4;
-    config.pump_snapshot = route;
-    config.health_check_every_n_steps = 7;
-    Harness h(shape, config, 13);
+    Harness h(every_group(), config, 13);
     for (const auto kind : {GroupKind::Target, GroupKind::Swa, GroupKind::Draft}) {
       const auto& k = h.canary->k_buffer(kind);
       const auto& v = h.canary->v_buffer(kind);
@@ -295,9 +300,7 @@ TEST_F(Runtime, InterleavedKvRecordsMatchTheReferenceOnEveryGroup) {
       EXPECT_EQ(v.stride_bytes(), 64);
       EXPECT_EQ(v.records.data(), k.records.data() + kvcanary::kRecordFields);
     }
-    run_and_compare(h, 40, 4, 9);
-    EXPECT_FALSE(h.ref[0].ring.rows.empty());
-    for (const auto& report : h.reports) EXPECT_TRUE(report.health_errors.empty()) << "step " << report.step;
+    expect_every_group_matches(h);
   }
 }
 
