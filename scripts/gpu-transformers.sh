@@ -12,9 +12,10 @@
 #              engine steps (default 10000; 80% on a Llama of shape $CLEAN_SHAPE, default small = the 1B's KV geometry
 #              in 4 layers, 20% on a tiny Qwen2 with sliding layers; traffic seed $SEED, default 1), stopped short
 #              of the call's deadline.
-# overhead-1b  1B shape, decode batches $BATCHES (default 1,16,64) x contexts $CONTEXTS (default 1024,8192), at least
-#              $DECODE (default 16) full-batch decode steps a row: canary ms per decode step, share of the model's
-#              step, tokens/s on/off. real-KV partial. Rows not started by its deadline are skipped.
+# overhead-1b  1B shape, decode batches $BATCHES (default 1,16,64; the largest first) x contexts $CONTEXTS (default
+#              1024,8192), at least $DECODE (default 16) full-batch decode steps a row: canary ms per decode step,
+#              share of the model's step, tokens/s on/off. real-KV partial. Rows not started by its deadline are
+#              skipped.
 # overhead-8b  the same with the 8B shape. With both overhead stages in one call, the 1B gets $OVERHEAD_1B_SHARE
 #              (default 0.35) of the time left, the 8B the rest.
 # The call's limit is $CALL_SECONDS (default 540, the run tool's 600 less start-up): every stage finishes, or
