@@ -117,11 +117,12 @@ struct StepCall {
       // The layout the Canary gives the records it owns with KvRecords::Interleaved (a slot's K, then its V;
       // stride 64), holding the workload's stamped records.
       config.kv_records = records;
-      Kokkos::View<std::int64_t* [2 * kvcanary::kRecordFields], Kokkos::LayoutRight, Memory> kv(
+      constexpr int kSlotFields = 2 * kvcanary::kRecordFields;
+      Kokkos::View<std::int64_t* [kSlotFields], Kokkos::LayoutRight, Memory> kv(
           Kokkos::view_alloc(space, "kvcanary_perf::kv_canary"), c.stamped.size());
       kvcanary::CanaryBuffer<Memory> k{Kokkos::subview(kv, Kokkos::ALL, std::make_pair(0, kvcanary::kRecordFields))};
       kvcanary::CanaryBuffer<Memory> v{
-          Kokkos::subview(kv, Kokkos::ALL, std::make_pair(kvcanary::kRecordFields, 2 * kvcanary::kRecordFields))};
+          Kokkos::subview(kv, Kokkos::ALL, std::make_pair(kvcanary::kRecordFields, kSlotFields))};
       Kokkos::deep_copy(space, k.records, tables.target.k->records);
       Kokkos::deep_copy(space, v.records, tables.target.v->records);
       tables.target.k = k;

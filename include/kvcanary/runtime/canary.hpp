@@ -375,10 +375,11 @@ class Canary {
       const std::int64_t slots = group_slots(kind);
       if (!views.k && !views.v && config_.kv_records == KvRecords::Interleaved) {
         // One zeroed allocation, K in the first 32 bytes of each slot's 64 and V in the last: the subviews keep it.
-        Kokkos::View<std::int64_t* [2 * kRecordFields], Kokkos::LayoutRight, Memory> kv(
+        constexpr int kSlotFields = 2 * kRecordFields;
+        Kokkos::View<std::int64_t* [kSlotFields], Kokkos::LayoutRight, Memory> kv(
             Kokkos::view_alloc(space_, label(name, "kv_canary")), static_cast<std::size_t>(slots));
         g.k.records = Kokkos::subview(kv, Kokkos::ALL, std::make_pair(0, kRecordFields));
-        g.v.records = Kokkos::subview(kv, Kokkos::ALL, std::make_pair(kRecordFields, 2 * kRecordFields));
+        g.v.records = Kokkos::subview(kv, Kokkos::ALL, std::make_pair(kRecordFields, kSlotFields));
       } else {
         g.k = views.k ? *views.k : allocate_canary_buffer(space_, slots, label(name, "k_canary"));
         g.v = views.v ? *views.v : allocate_canary_buffer(space_, slots, label(name, "v_canary"));
