@@ -117,16 +117,12 @@ struct StepCall {
       // The layout the Canary gives the records it owns with KvRecords::Interleaved (a slot's K, then its V;
       // stride 64), holding the workload's stamped records.
       config.kv_records = records;
-      constexpr int kSlotFields = 2 * kvcanary::kRecordFields;
-      Kokkos::View<std::int64_t* [kSlotFields], Kokkos::LayoutRight, Memory> kv(
-          Kokkos::view_alloc(space, "kvcanary_perf::kv_canary"), c.stamped.size());
-      kvcanary::CanaryBuffer<Memory> k{Kokkos::subview(kv, Kokkos::ALL, std::make_pair(0, kvcanary::kRecordFields))};
-      kvcanary::CanaryBuffer<Memory> v{
-          Kokkos::subview(kv, Kokkos::ALL, std::make_pair(kvcanary::kRecordFields, kSlotFields))};
-      Kokkos::deep_copy(space, k.records, tables.target.k->records);
-      Kokkos::deep_copy(space, v.records, tables.target.v->records);
-      tables.target.k = k;
-      tables.target.v = v;
+      const auto kv = kvcanary::Impl::allocate_interleaved_kv_buffers(
+          space, static_cast<std::int64_t>(c.stamped.size()), "kvcanary_perf::kv_canary");
+      Kokkos::deep_copy(space, kv[0].records, tables.target.k->records);
+      Kokkos::deep_copy(space, kv[1].records, tables.target.v->records);
+      tables.target.k = kv[0];
+      tables.target.v = kv[1];
     }
     canary = std::make_unique<kvcanary::Canary<ExecutionSpace>>(space, config, tables);
 

@@ -192,11 +192,10 @@ __device__ std::int64_t write_request(const Functor& f, ChainInput* stage, int l
 }
 
 // Work a caller folds into the write's grid, run by its last block once every block's stores are visible
-// (`done_blocks`: a device counter at 0 between launches, which that block resets): the runtime's in-graph
-// snapshot (runtime/impl/pump_in_write_cuda.hpp), so that it costs no kernel of its own.
+// (an active epilogue's `done_blocks`: a device counter at 0 between launches, which that block resets): the
+// runtime's in-graph snapshot (runtime/impl/pump_in_write.hpp), so that it costs no kernel of its own.
 struct NoEpilogue {
   static constexpr bool kActive = false;
-  unsigned* done_blocks = nullptr;
   __device__ void operator()(int, int) const {}
 };
 

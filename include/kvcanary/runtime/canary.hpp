@@ -374,12 +374,9 @@ class Canary {
       const GroupViews<Memory>& views = group_views(kind);
       const std::int64_t slots = group_slots(kind);
       if (!views.k && !views.v && config_.kv_records == KvRecords::Interleaved) {
-        // One zeroed allocation, K in the first 32 bytes of each slot's 64 and V in the last: the subviews keep it.
-        constexpr int kSlotFields = 2 * kRecordFields;
-        Kokkos::View<std::int64_t* [kSlotFields], Kokkos::LayoutRight, Memory> kv(
-            Kokkos::view_alloc(space_, label(name, "kv_canary")), static_cast<std::size_t>(slots));
-        g.k.records = Kokkos::subview(kv, Kokkos::ALL, std::make_pair(0, kRecordFields));
-        g.v.records = Kokkos::subview(kv, Kokkos::ALL, std::make_pair(kRecordFields, kSlotFields));
+        const auto kv = Impl::allocate_interleaved_kv_buffers(space_, slots, label(name, "kv_canary"));
+        g.k = kv[0];
+        g.v = kv[1];
       } else {
         g.k = views.k ? *views.k : allocate_canary_buffer(space_, slots, label(name, "k_canary"));
         g.v = views.v ? *views.v : allocate_canary_buffer(space_, slots, label(name, "v_canary"));

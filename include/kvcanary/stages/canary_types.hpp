@@ -9,6 +9,7 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <optional>
@@ -219,6 +220,21 @@ CanaryBuffer<MemorySpace> allocate_canary_buffer(const ExecutionSpace& space, st
       Kokkos::view_alloc(space, label), n);  // zero-initialised (SPEC-CANARY §1)
   return CanaryBuffer<MemorySpace>{records};
 }
+
+namespace Impl {
+// A K and a V canary buffer in one zeroed allocation, a slot's K record then its V record (stride 64 bytes):
+// the layout of KvRecords::Interleaved (runtime/config.hpp). The buffers' subviews keep the allocation.
+template <class ExecutionSpace, class MemorySpace = typename ExecutionSpace::memory_space>
+std::array<CanaryBuffer<MemorySpace>, 2> allocate_interleaved_kv_buffers(const ExecutionSpace& space,
+                                                                         std::int64_t num_slots,
+                                                                         const std::string& label) {
+  constexpr int kSlotFields = 2 * kRecordFields;
+  const std::size_t n = allocation_size("allocate_interleaved_kv_buffers", "num_slots", num_slots);
+  Kokkos::View<std::int64_t* [kSlotFields], Kokkos::LayoutRight, MemorySpace> kv(Kokkos::view_alloc(space, label), n);
+  return {CanaryBuffer<MemorySpace>{Kokkos::subview(kv, Kokkos::ALL, std::make_pair(0, kRecordFields))},
+          CanaryBuffer<MemorySpace>{Kokkos::subview(kv, Kokkos::ALL, std::make_pair(kRecordFields, kSlotFields))}};
+}
+}  // namespace Impl
 
 // A canary buffer over an engine's own bytes in MemorySpace (unmanaged: kvcanary never frees them):
 // record s at bytes + s * stride_bytes. Throws std::invalid_argument for a stride below 32 or not a

@@ -9,7 +9,7 @@
 //   slot (kSlots of them, the forward's sequence number modulo the count):
 //     [0]                 sequence word: the device's forward number
 //     [1 + 2g, 2 + 2g]    group g's window [begin, end) of ring rows copied
-//     [kChecksum]         the checksum of every other word the slot holds (slot_checksum())
+//     [kChecksum]         the checksum of every other word the slot holds (mailbox_word_hash() summed)
 //     [kHeader, +kSize)   the counter block
 //     then per group      `window` rows of kRingFields words (row begin + k at k)
 //
@@ -59,7 +59,7 @@ KOKKOS_INLINE_FUNCTION std::uint64_t mailbox_word_hash(std::int64_t index, std::
 }
 
 // The snapshot's device side, for whichever kernel takes it: the in-graph kernel below (a Kokkos team) or, on
-// CUDA, the last block of the forward's last write (pump_in_write_cuda.hpp). Raw pointers, so that it rides
+// CUDA, the last block of the forward's last write (pump_in_write.hpp). Raw pointers, so that it rides
 // in a kernel's arguments; the Canary keeps the Views alive. Its threads call open() (one thread), then
 // store() for each of words() items (any thread, any order; the hashes they return summed), then close().
 struct MailboxWriter {
