@@ -24,6 +24,7 @@
 #include <kvcanary/runtime/config.hpp>
 #include <kvcanary/runtime/engine_views.hpp>
 #include <kvcanary/runtime/impl/counter_block.hpp>
+#include <kvcanary/runtime/impl/defaults.hpp>
 #include <kvcanary/runtime/impl/pump_in_graph.hpp>
 #include <kvcanary/runtime/impl/pump_in_write.hpp>
 #include <kvcanary/runtime/impl/pump_snapshot.hpp>
@@ -373,7 +374,7 @@ class Canary {
       const char* name = group_kind_name(kind);
       const GroupViews<Memory>& views = group_views(kind);
       const std::int64_t slots = group_slots(kind);
-      if (!views.k && !views.v && config_.kv_records == KvRecords::Interleaved) {
+      if (!views.k && !views.v && Impl::resolve<ExecutionSpace>(config_.kv_records) == KvRecords::Interleaved) {
         const auto kv = Impl::allocate_interleaved_kv_buffers(space_, slots, label(name, "kv_canary"));
         g.k = kv[0];
         g.v = kv[1];

@@ -22,7 +22,7 @@ enum class ReportFormat { OneLine, MultiLine };
 
 // How end_step() takes the report pump's snapshot (docs/runtime.md, "The report pump").
 enum class PumpSnapshot {
-  Default,           // SideStreamCopies, until the H200 measures the kernel route (docs/perf-notes.md)
+  Default,           // SideStreamCopies: the least stream time of the three on the H200 (docs/PERFORMANCE.md)
   SideStreamCopies,  // a device copy of the counters on the engine's stream; the host copies on a side stream
   Kernel,            // one kernel on the engine's stream writes counters and new rows into pinned host memory
   // The snapshot taken by the forward's last canary pass into a pinned mailbox (captured with the passes; on
@@ -32,7 +32,7 @@ enum class PumpSnapshot {
 
 // How before_forward() runs a group's head verify (docs/runtime.md, "Decisions").
 enum class HeadVerify {
-  Default,     // FromPlan, until the H200 measures FromInputs (docs/perf-notes.md)
+  Default,     // FromPlan: FromInputs is faster at decode bs 1 and 8 only, on the H200 (docs/PERFORMANCE.md)
   FromPlan,    // plan() stores the verify entries, verify() reads them back
   FromInputs,  // plan_and_verify() (SPEC-CANARY §5.1): the entries computed from the batch, never stored;
                // a group with a tail pass keeps FromPlan (after_forward() re-verifies its stored entries)
@@ -41,7 +41,7 @@ enum class HeadVerify {
 // How a group's K and V canary records are laid out when the Canary owns them (an engine's own buffers,
 // EngineViews::k / v, keep their layout).
 enum class KvRecords {
-  Default,      // Separate, until the H200 measures Interleaved (docs/perf-notes.md)
+  Default,      // Interleaved on CUDA (measured: docs/PERFORMANCE.md), Separate on the host backends (not measured)
   Separate,     // a K buffer and a V buffer, 32 bytes a slot each
   Interleaved,  // one allocation of 64 bytes a slot: the slot's K record, then its V record (stride 64), so
                 // the K and V reads (verify) and stores (write) of a slot fall in one 64-byte segment
