@@ -105,7 +105,7 @@ if has perf; then
     > "$REPORT_DIR/perf_cuda.log" 2>&1
   rc=$?; [ $rc -eq 0 ] || status=1
   # One benchmark is one name: its repetitions and aggregate rows (_mean, _median, _stddev, _cv) count once.
-  benchmarks=$(awk '/^plan/ {print $1}' "$REPORT_DIR/perf_cuda.log" | sed -E 's/_(mean|median|stddev|cv)$//' | sort -u | wc -l)
+  benchmarks=$(awk '$1 ~ /^[a-z_]+\// {print $1}' "$REPORT_DIR/perf_cuda.log" | sed -E 's/_(mean|median|stddev|cv)$//' | sort -u | wc -l)
   say "perf: rc=$rc ($benchmarks benchmarks)"
 fi
 
