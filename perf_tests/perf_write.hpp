@@ -14,6 +14,7 @@
 
 #include "canary_workloads.hpp"
 #include "perf_timing.hpp"
+#include "perf_write_mail.hpp"
 
 #include <kvcanary/kvcanary.hpp>
 
@@ -52,10 +53,17 @@ struct WriteCall {
   }
 
   bool plain_multiply = false;  // the CUDA kernel with the chain's multiply as plain C++ (the earlier walk)
+#ifdef KOKKOS_ENABLE_CUDA
+  std::unique_ptr<MailTargets> mail;  // the CUDA kernel with a part of the in-graph snapshot folded in
+#endif
 
   void run() const {
 #ifdef KOKKOS_ENABLE_CUDA
     if constexpr (std::is_same<ExecutionSpace, Kokkos::Cuda>::value) {
+      if (mail) {
+        mail->write(space, plan, tokens, targets, ring);
+        return;
+      }
       if (plain_multiply) {
         kvcanary::Impl::with_write_functor<ExecutionSpace>(plan, tokens, targets, ring, [&](const auto& functor) {
           using Functor = std::remove_cv_t<std::remove_reference_t<decltype(functor)>>;
@@ -100,20 +108,33 @@ inline std::shared_ptr<const WriteCase> write_case(const WriteShape& shape) {
   return cached;
 }
 
+// `mail` (CUDA only, >= 0): a MailPart folded into the write (perf_write_mail.hpp).
 template <class ExecutionSpace>
 void bench_write(benchmark::State& state, const WriteShape& shape, kvcanary::CanaryAlgorithm algorithm, Launch launch,
-                 int buffers, bool plain_multiply = false) {
+                 int buffers, bool plain_multiply = false, int mail = -1) {
   run_checked(state, [&] {
     const std::shared_ptr<const WriteCase> c = write_case(shape);
     Instance<ExecutionSpace> instance;  // outlives every View allocated on it
     WriteCall<ExecutionSpace> call(instance.space(), *c, algorithm, buffers);
     call.plain_multiply = plain_multiply;
+    const auto expect_mail = [&](std::int64_t calls, const std::string& when) {
+#ifdef KOKKOS_ENABLE_CUDA
+      if (call.mail) call.mail->expect_ran(calls, when);
+#endif
+      (void)calls, (void)when;
+    };
+#ifdef KOKKOS_ENABLE_CUDA
+    if constexpr (std::is_same<ExecutionSpace, Kokkos::Cuda>::value)
+      if (mail >= 0) call.mail = std::make_unique<MailTargets>(instance.space(), static_cast<MailPart>(mail), 64);
+#endif
 
     call.run();  // eager, before any capture; checked
     call.expect_result(*c, 1, "eager call");
+    expect_mail(1, "eager call");
     const CallTotals totals = time_calls(state, instance, launch, [&] { call.run(); }, [&](auto replay) {
       replay();
       call.expect_result(*c, 1 + kCudaGraphCalls, "graph replay");
+      expect_mail(1 + kCudaGraphCalls, "graph replay");
     });
 
     // Each further buffer: its records written (and its seeds read) once more.
@@ -149,6 +170,17 @@ void register_write_benchmarks(const std::string& backend) {
                                bench_write<ExecutionSpace>(state, shape, path, mode, buffers);
                              });
             }
+  // The in-graph pump's snapshot in parts (perf_write_mail.hpp), decode batches, K and V in one call.
+  if (is_cuda<ExecutionSpace>())
+    for (const WriteShape& shape : write_shapes())
+      if (shape.regime == Regime::Latency)
+        for (const auto& part : mail_parts()) {
+          const int mail = static_cast<int>(part.first);
+          const std::string name = "write_kv_mail/" + shape.name + "/" + part.second + "/graph";
+          register_timed(name, [shape, mail](benchmark::State& state) {
+            bench_write<ExecutionSpace>(state, shape, kvcanary::CanaryAlgorithm::Cuda, Launch::Graph, 2, false, mail);
+          });
+        }
   // The CUDA kernel with the earlier walk (the chain's multiply as plain C++), prefill chunks, K alone.
   if (is_cuda<ExecutionSpace>())
     for (const WriteShape& shape : write_shapes())

@@ -60,10 +60,12 @@ KOKKOS_INLINE_FUNCTION std::uint64_t mailbox_word_hash(std::int64_t index, std::
 
 // The snapshot's device side, for whichever kernel takes it: the in-graph kernel below (a Kokkos team) or, on
 // CUDA, the last block of the forward's last write (pump_in_write.hpp). Raw pointers, so that it rides
-// in a kernel's arguments; the Canary keeps the Views alive. Its threads call open() (one thread), then
-// store() for each of words() items (any thread, any order; the hashes they return summed), then close().
+// in a kernel's arguments; the Canary keeps the Views alive. Its threads call open(k) for each of kOpenItems
+// items (any threads; then a barrier), store() for each of words() items (any thread, any order; the hashes
+// they return summed), then close() (one thread).
 struct MailboxWriter {
   static constexpr int kHeaderWords = MailboxLayout::kChecksum;  // the sequence number, then the windows
+  static constexpr int kOpenItems = 1 + kGroupKinds;             // the forward's number, then each group's window
 
   const std::int64_t* block = nullptr;         // the counter block
   std::int64_t* forward_seq = nullptr;         // the device's forward count
@@ -74,26 +76,31 @@ struct MailboxWriter {
   MailboxLayout layout;
   std::int64_t capacity = 0;
 
-  // Numbers the forward and opens each group's window at the device's cursor, which moves past it.
-  KOKKOS_INLINE_FUNCTION void open(std::int64_t* header) const {
-    const std::int64_t seq = *forward_seq + 1;
-    *forward_seq = seq;
-    header[MailboxLayout::kSeq] = seq;
-    for (int g = 0; g < kGroupKinds; ++g) {
-      std::int64_t begin = 0, end = 0;
-      if (rows[g] != nullptr) {
-        // A count past int64 is a huge unsigned value: the ring is full.
-        const auto count = static_cast<std::uint64_t>(block[count_index[g]]);
-        const std::int64_t held =
-            count < static_cast<std::uint64_t>(capacity) ? static_cast<std::int64_t>(count) : capacity;
-        const std::int64_t from = mailed[g];
-        begin = from < 0 ? 0 : (from < held ? from : held);
-        end = begin + layout.window < held ? begin + layout.window : held;
-        mailed[g] = end;
-      }
-      header[1 + 2 * g] = begin;
-      header[2 + 2 * g] = end;
+  // Item 0 numbers the forward; item 1 + g opens group g's window at the device's cursor, which moves past it.
+  // The items touch disjoint words and each loads before it stores, so that the items of one snapshot, taken
+  // by as many threads, cost one round trip to device memory where one thread doing them all paid one per load
+  // (its loads could not be hoisted above its stores, which may alias them).
+  KOKKOS_INLINE_FUNCTION void open(int item, std::int64_t* header) const {
+    if (item == 0) {
+      const std::int64_t seq = *forward_seq + 1;
+      *forward_seq = seq;
+      header[MailboxLayout::kSeq] = seq;
+      return;
     }
+    const int g = item - 1;
+    std::int64_t begin = 0, end = 0;
+    if (rows[g] != nullptr) {
+      // A count past int64 is a huge unsigned value: the ring is full.
+      const auto count = static_cast<std::uint64_t>(block[count_index[g]]);
+      const std::int64_t from = mailed[g];
+      const std::int64_t held =
+          count < static_cast<std::uint64_t>(capacity) ? static_cast<std::int64_t>(count) : capacity;
+      begin = from < 0 ? 0 : (from < held ? from : held);
+      end = begin + layout.window < held ? begin + layout.window : held;
+      mailed[g] = end;
+    }
+    header[1 + 2 * g] = begin;
+    header[2 + 2 * g] = end;
   }
 
   KOKKOS_INLINE_FUNCTION std::int64_t* slot(const std::int64_t* header) const {
@@ -150,7 +157,8 @@ struct PumpInGraphKernel {
 
   KOKKOS_INLINE_FUNCTION void operator()(const Member& team) const {
     Scratch header(team.team_scratch(0), MailboxWriter::kHeaderWords);
-    Kokkos::single(Kokkos::PerTeam(team), [&]() { writer.open(header.data()); });
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, MailboxWriter::kOpenItems),
+                         [&](const int item) { writer.open(item, header.data()); });
     team.team_barrier();
     std::uint64_t sum = 0;
     Kokkos::parallel_reduce(

@@ -30,13 +30,14 @@ struct MailFold {
 // summed by warp shuffles and one word a warp.
 struct MailboxEpilogue {
   static constexpr bool kActive = true;
+  static_assert(MailboxWriter::kOpenItems <= CudaWrite::kLanes, "a write block's threads open every item at once");
   MailboxWriter writer;
   unsigned* done_blocks = nullptr;
 
   __device__ void operator()(int thread, int threads) const {
     __shared__ std::int64_t header[MailboxWriter::kHeaderWords];
     __shared__ std::uint64_t by_warp[CudaWrite::kMaxWarps];
-    if (thread == 0) writer.open(header);
+    if (thread < MailboxWriter::kOpenItems) writer.open(thread, header);  // a write block has >= 32 threads
     __syncthreads();
     std::uint64_t sum = 0;
     const std::int64_t words = writer.words(header);
