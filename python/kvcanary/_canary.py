@@ -79,7 +79,7 @@ class CanaryConfig:
     canary_algorithm: str = "default"     # 'default', 'portable', 'cuda'
     head_verify: str = "default"          # 'default', 'from-plan', 'from-inputs' (the head verify's route)
     pump_snapshot: str = "default"        # 'default', 'side-stream-copies', 'kernel', 'in-graph' (docs/runtime.md)
-    kv_records: str = "default"           # 'default', 'separate', 'interleaved': the owned records' layout
+    kv_records: str = "default"           # 'default' (CUDA: interleaved; host: separate), 'separate', 'interleaved'
 
 
 def _int(value, name: str) -> int:
