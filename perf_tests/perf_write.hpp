@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -82,7 +83,7 @@ struct WriteCall {
   }
 
   // The buffers and ring after `calls` calls: the reference's records in every buffer, no row, the
-  // counters moved (each buffer counts as one write call).
+  // counters moved (each buffer counts as one write call); with `mail`, its epilogue ran once a call.
   void expect_result(const WriteCase& c, std::int64_t calls, const std::string& when) const {
     for (std::size_t b = 0; b < targets.size(); ++b) {
       const canary::CanaryBuffer got = kvcanary::download_canary_buffer(space, targets[b].buffer);  // fences
@@ -96,6 +97,9 @@ struct WriteCall {
     expect(r.kernel_run_counter == runs && r.slot_run_counter == runs * c.num_tokens(),
            when + ": counters " + std::to_string(r.kernel_run_counter) + " / " + std::to_string(r.slot_run_counter) +
                ", want " + std::to_string(runs) + " / " + std::to_string(runs * c.num_tokens()));
+#ifdef KOKKOS_ENABLE_CUDA
+    if (mail) mail->expect_ran(calls, when);
+#endif
   }
 };
 
@@ -108,33 +112,26 @@ inline std::shared_ptr<const WriteCase> write_case(const WriteShape& shape) {
   return cached;
 }
 
-// `mail` (CUDA only, >= 0): a MailPart folded into the write (perf_write_mail.hpp).
+// `mail` (CUDA only): a part of the in-graph snapshot folded into the write (perf_write_mail.hpp).
 template <class ExecutionSpace>
 void bench_write(benchmark::State& state, const WriteShape& shape, kvcanary::CanaryAlgorithm algorithm, Launch launch,
-                 int buffers, bool plain_multiply = false, int mail = -1) {
+                 int buffers, bool plain_multiply = false, std::optional<MailPart> mail = std::nullopt) {
   run_checked(state, [&] {
     const std::shared_ptr<const WriteCase> c = write_case(shape);
     Instance<ExecutionSpace> instance;  // outlives every View allocated on it
     WriteCall<ExecutionSpace> call(instance.space(), *c, algorithm, buffers);
     call.plain_multiply = plain_multiply;
-    const auto expect_mail = [&](std::int64_t calls, const std::string& when) {
-#ifdef KOKKOS_ENABLE_CUDA
-      if (call.mail) call.mail->expect_ran(calls, when);
-#endif
-      (void)calls, (void)when;
-    };
 #ifdef KOKKOS_ENABLE_CUDA
     if constexpr (std::is_same<ExecutionSpace, Kokkos::Cuda>::value)
-      if (mail >= 0) call.mail = std::make_unique<MailTargets>(instance.space(), static_cast<MailPart>(mail), 64);
+      if (mail) call.mail = std::make_unique<MailTargets>(instance.space(), *mail, 64);
 #endif
+    (void)mail;
 
     call.run();  // eager, before any capture; checked
     call.expect_result(*c, 1, "eager call");
-    expect_mail(1, "eager call");
     const CallTotals totals = time_calls(state, instance, launch, [&] { call.run(); }, [&](auto replay) {
       replay();
       call.expect_result(*c, 1 + kCudaGraphCalls, "graph replay");
-      expect_mail(1 + kCudaGraphCalls, "graph replay");
     });
 
     // Each further buffer: its records written (and its seeds read) once more.
@@ -175,7 +172,7 @@ void register_write_benchmarks(const std::string& backend) {
     for (const WriteShape& shape : write_shapes())
       if (shape.regime == Regime::Latency)
         for (const auto& part : mail_parts()) {
-          const int mail = static_cast<int>(part.first);
+          const MailPart mail = part.first;
           const std::string name = "write_kv_mail/" + shape.name + "/" + part.second + "/graph";
           register_timed(name, [shape, mail](benchmark::State& state) {
             bench_write<ExecutionSpace>(state, shape, kvcanary::CanaryAlgorithm::Cuda, Launch::Graph, 2, false, mail);
