@@ -35,6 +35,13 @@
 //                              end_step() reads host memory only; its steps without the pump are a second
 //                              Canary's on the copies route (no snapshot in its step), so pump_us_per_step is
 //                              the in-step snapshot plus end_step()
+//   step_pump_beside/<workload>/<launch>   the same with PumpSnapshot::BesideForward: the snapshot kernel on a
+//                              branch forked after before_forward()'s passes, joined by after_forward()
+//   step_pump*_with_model/<workload>/graph   (CUDA) each route with a stand-in for the model's forward between
+//                              before_forward() and after_forward() in the step, in both loops: a device copy
+//                              of kModelStandInBytes (a decode forward streams the model's weights, 2.5 GB for a
+//                              1B model in bf16), so that what the pump costs an engine's stream shows, the
+//                              beside-forward branch overlapping that copy
 // Side by side: original_step_us, the original system's same step (plan + 2 x verify + 2 x write, µs, H200
 // graph replay, /work/shared/GPU-FLOORS.md "Re-measured side by side, 2026-12-04") where that table has the
 // write of the workload, and speedup_vs_original = original_step_us / us_per_call.
@@ -48,6 +55,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace kvcanary_perf {
@@ -63,6 +71,27 @@ inline const std::map<std::string, double>& original_step_us() {
   return steps;
 }
 
+// The stand-in for the model's forward of step_pump*_with_model/: one device copy of 32 MiB (about 17 µs on an
+// H200), far less than a real model's forward, so that the overlap it leaves the pump is a lower bound.
+constexpr std::int64_t kModelStandInBytes = std::int64_t(32) << 20;
+
+template <class ExecutionSpace>
+struct ModelStandIn {
+  using Memory = typename ExecutionSpace::memory_space;
+  Kokkos::View<std::int64_t*, Memory> from, to;
+  explicit ModelStandIn(const ExecutionSpace& space)
+      : from(Kokkos::view_alloc(space, "kvcanary_perf::model_stand_in_from"), kModelStandInBytes / 8),
+        to(Kokkos::view_alloc(space, "kvcanary_perf::model_stand_in_to"), kModelStandInBytes / 8) {}
+  void run(const ExecutionSpace& space) const {
+    const auto in = from;
+    const auto out = to;
+    Kokkos::parallel_for(
+        "kvcanary_perf::model_stand_in",
+        Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<std::int64_t>>(space, 0, kModelStandInBytes / 8),
+        KOKKOS_LAMBDA(const std::int64_t i) { out(i) = in(i) + 1; });
+  }
+};
+
 template <class ExecutionSpace>
 struct StepCall {
   using Memory = typename ExecutionSpace::memory_space;
@@ -71,7 +100,8 @@ struct StepCall {
   Kokkos::View<std::int64_t*, Memory> input_ids, positions, out_cache_loc;
   kvcanary::ForwardBatch<Memory> batch;
   std::unique_ptr<kvcanary::Canary<ExecutionSpace>> canary;
-  canary::StepTokens tokens;  // host copy, for the reference
+  canary::StepTokens tokens;                            // host copy, for the reference
+  const ModelStandIn<ExecutionSpace>* model = nullptr;  // between the two passes when set
 
   StepCall(const ExecutionSpace& space_, const VerifyCase& c,
            kvcanary::PumpSnapshot pump = kvcanary::PumpSnapshot::Default,
@@ -94,7 +124,8 @@ struct StepCall {
     tokens.chain_position_assert = 1;
     input_ids = kvcanary::Impl::upload<std::int64_t, Memory>(space, "kvcanary_perf::input_ids", tokens.input_ids);
     positions = kvcanary::Impl::upload<std::int64_t, Memory>(space, "kvcanary_perf::positions", tokens.positions);
-    out_cache_loc = kvcanary::Impl::upload<std::int64_t, Memory>(space, "kvcanary_perf::out_cache_loc", tokens.out_cache_loc);
+    out_cache_loc =
+        kvcanary::Impl::upload<std::int64_t, Memory>(space, "kvcanary_perf::out_cache_loc", tokens.out_cache_loc);
 
     kvcanary::CanaryConfig config;
     config.report_mode = kvcanary::ReportMode::None;
@@ -135,7 +166,13 @@ struct StepCall {
     space.fence();
   }
 
-  void run() const { canary->before_forward(batch); }
+  // before_forward(), the model's forward (a stand-in, when set), after_forward(): nothing without a tail pass,
+  // but the join of PumpSnapshot::BesideForward's branch.
+  void run() const {
+    canary->before_forward(batch);
+    if (model != nullptr) model->run(space);
+    canary->after_forward(batch);
+  }
 };
 
 inline void expect_clean_step(const kvcanary::RuntimeReport& report, const std::string& when) {
@@ -183,19 +220,23 @@ void bench_step(benchmark::State& state, const WorkloadShape& shape, bool identi
 }
 
 template <class ExecutionSpace>
-void bench_step_pump(benchmark::State& state, const WorkloadShape& shape, Launch launch,
-                     kvcanary::PumpSnapshot route) {
+void bench_step_pump(benchmark::State& state, const WorkloadShape& shape, Launch launch, kvcanary::PumpSnapshot route,
+                     bool with_model) {
   run_checked(state, [&] {
     constexpr int kSteps = 50;
     const std::shared_ptr<VerifyCase> c = verify_case(shape);
     Instance<ExecutionSpace> instance;
+    std::optional<ModelStandIn<ExecutionSpace>> model;
+    if (with_model) model.emplace(instance.space());
     StepCall<ExecutionSpace> call(instance.space(), *c, route);
+    call.model = model ? &*model : nullptr;
     call.run();
     expect_clean_step(call.canary->flush(), "eager step");
     std::unique_ptr<StepCall<ExecutionSpace>> bare_call;
-    if (route == kvcanary::PumpSnapshot::InGraph) {
+    if (route == kvcanary::PumpSnapshot::InGraph || route == kvcanary::PumpSnapshot::BesideForward) {
       bare_call =
           std::make_unique<StepCall<ExecutionSpace>>(instance.space(), *c, kvcanary::PumpSnapshot::SideStreamCopies);
+      bare_call->model = call.model;
       bare_call->run();
       expect_clean_step(bare_call->canary->flush(), "eager step without the pump");
     }
@@ -231,7 +272,8 @@ void bench_step_pump(benchmark::State& state, const WorkloadShape& shape, Launch
       for (int k = 0; k < kSteps; ++k) {
         step();
         const kvcanary::RuntimeReport report = call.canary->end_step();
-        if (!report.violations.rows.empty() || !report.health_errors.empty()) throw CheckFailure("the pump reported a violation");
+        if (!report.violations.rows.empty() || !report.health_errors.empty())
+          throw CheckFailure("the pump reported a violation");
       }
       space.fence();
       const double pumped = seconds_since(start);
@@ -271,12 +313,18 @@ void register_step_benchmarks(const std::string& backend) {
       // bs 1: a host-bound loop (the pump's host time shows); bs 256 (CUDA only, by its size): a GPU-bound
       // loop, the host a step ahead, so the difference is what the pump costs the engine's stream.
       if (shape.name == "decode_bs1" || shape.name == "decode_bs64" || shape.name == "decode_bs256")
-        for (const auto& route : {std::make_pair(kvcanary::PumpSnapshot::SideStreamCopies, "step_pump/"),
-                                  std::make_pair(kvcanary::PumpSnapshot::Kernel, "step_pump_kernel/"),
-                                  std::make_pair(kvcanary::PumpSnapshot::InGraph, "step_pump_in_graph/")})
-          register_timed(route.second + shape.name + "/" + launch.second, [shape, mode, route](benchmark::State& state) {
-            bench_step_pump<ExecutionSpace>(state, shape, mode, route.first);
-          });
+        for (const auto& route : {std::make_pair(kvcanary::PumpSnapshot::SideStreamCopies, "step_pump"),
+                                  std::make_pair(kvcanary::PumpSnapshot::Kernel, "step_pump_kernel"),
+                                  std::make_pair(kvcanary::PumpSnapshot::InGraph, "step_pump_in_graph"),
+                                  std::make_pair(kvcanary::PumpSnapshot::BesideForward, "step_pump_beside")})
+          for (const bool with_model : {false, true}) {
+            if (with_model && (!is_cuda<ExecutionSpace>() || mode != Launch::Graph)) continue;
+            const std::string family = std::string(route.second) + (with_model ? "_with_model/" : "/");
+            register_timed(family + shape.name + "/" + launch.second,
+                           [shape, mode, route, with_model](benchmark::State& state) {
+                             bench_step_pump<ExecutionSpace>(state, shape, mode, route.first, with_model);
+                           });
+          }
     }
   }
 }

@@ -2,8 +2,10 @@
 // once as a CUDA graph (after one eager step) on a user stream, replayed for 60 steps with the batch
 // refilled in place, the "model" writing the KV bytes between them, sweeps and end_step() eager. Every
 // group's reported rows and buffers must equal the host reference run on the same steps, and the health
-// check must stay quiet (the replays run the canary's nodes). Both the default pump and the in-graph route,
-// whose snapshot the captured tail write takes in its last block (runtime/impl/pump_in_write.hpp).
+// check must stay quiet (the replays run the canary's nodes). The default pump, the in-graph route, whose
+// snapshot the captured tail write takes in its last block (runtime/impl/pump_in_write.hpp), and the
+// beside-forward route, whose snapshot branch forks in before_forward() and joins in after_forward(): the
+// two captured in one graph (without a tail pass, so that no model write falls between them).
 
 #include "../runtime/runtime_harness.hpp"
 
@@ -21,14 +23,16 @@ void sixty_replayed_steps(kvcanary::PumpSnapshot route) {
   cudaStream_t stream;
   CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   {
+    const bool beside = route == kvcanary::PumpSnapshot::BesideForward;
     kvcanary_runtime_test::EngineShape shape;
-    shape.swa = shape.draft = shape.real_kv = true;
+    shape.swa = shape.draft = true;
+    shape.real_kv = !beside;
     kvcanary::CanaryConfig config;
     config.report_mode = kvcanary::ReportMode::Log;
     config.keep_never_written = true;
     config.ring_capacity = 1 << 14;
-    config.tail_pass = true;
-    config.real_kv_mode = kvcanary::RealKvMode::All;
+    config.tail_pass = !beside;
+    config.real_kv_mode = beside ? kvcanary::RealKvMode::None : kvcanary::RealKvMode::All;
     config.verify_token_assert = true;
     config.sweep_interval = 5;
     config.health_check_every_n_steps = 10;
@@ -53,12 +57,17 @@ void sixty_replayed_steps(kvcanary::PumpSnapshot route) {
           [&] {
             if (eager) {
               h.canary->before_forward(batch);
-              capture(head, [&] { h.canary->before_forward(batch); });
+              if (beside) h.canary->after_forward(batch);
+              capture(head, [&] {
+                h.canary->before_forward(batch);
+                if (beside) h.canary->after_forward(batch);  // the snapshot's branch joins in the same graph
+              });
             } else {
               ASSERT_EQ(cudaGraphLaunch(head, stream), cudaSuccess);
             }
           },
           [&] {
+            if (beside) return;  // in the head's graph
             if (eager) {
               h.canary->after_forward(batch);
               capture(tail, [&] { h.canary->after_forward(batch); });
@@ -78,7 +87,7 @@ void sixty_replayed_steps(kvcanary::PumpSnapshot route) {
     }
     EXPECT_FALSE(h.ref[0].ring.rows.empty());
     cudaGraphExecDestroy(head);
-    cudaGraphExecDestroy(tail);
+    if (tail != nullptr) cudaGraphExecDestroy(tail);
   }
   CHECK_CUDA(cudaStreamDestroy(stream));
 }
@@ -89,6 +98,10 @@ TEST(RuntimeCudaGraph, SixtyReplayedStepsEqualTheReference) {
 
 TEST(RuntimeCudaGraph, SixtyReplayedStepsEqualTheReferenceWithTheSnapshotInTheGraph) {
   sixty_replayed_steps(kvcanary::PumpSnapshot::InGraph);
+}
+
+TEST(RuntimeCudaGraph, SixtyReplayedStepsEqualTheReferenceWithTheSnapshotBesideTheForward) {
+  sixty_replayed_steps(kvcanary::PumpSnapshot::BesideForward);
 }
 
 }  // namespace

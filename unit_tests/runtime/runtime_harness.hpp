@@ -410,9 +410,12 @@ class RuntimeHarness {
   }
 
   // An engine waits for its sampled tokens before its host ends the step, so the forward's work (and the
-  // in-graph route's snapshot, written at its end) has run by then; the host backends always have.
+  // mailbox routes' snapshot, written at its end or joined by after_forward()) has run by then; the host
+  // backends always have.
   void engine_waits_for_tokens() {
-    if (config.pump_snapshot == kvcanary::PumpSnapshot::InGraph) space.fence();
+    if (config.pump_snapshot == kvcanary::PumpSnapshot::InGraph ||
+        config.pump_snapshot == kvcanary::PumpSnapshot::BesideForward)
+      space.fence();
   }
 
   static std::vector<RingRow> sorted(std::vector<RingRow> rows) {

@@ -19,7 +19,8 @@
 // nothing between host and device and never fence: they can be captured in a CUDA graph and replayed
 // with the batch refilled in place. end_step() and flush() are the host boundary, never inside a capture.
 // With PumpSnapshot::InGraph the forward's last pass also writes the pump's snapshot into a pinned host
-// mailbox (a kernel's stores, no copy call), and end_step() reads it with plain loads.
+// mailbox (a kernel's stores, no copy call), and end_step() reads it with plain loads; with
+// PumpSnapshot::BesideForward a kernel on a branch of the stream writes it while the model's forward runs.
 
 #include <kvcanary/runtime/config.hpp>
 #include <kvcanary/runtime/engine_views.hpp>
@@ -76,8 +77,9 @@ class Canary {
   ~Canary() {
     // Copies still in flight read our Views: let them finish before the Views go.
     if (pending_) side_.wait();
-    // An in-graph snapshot still in flight writes the mailbox.
+    // An in-graph snapshot still in flight writes the mailbox (beside the forward: on the side stream).
     if (in_graph()) space_.fence();
+    if (beside_forward()) side_.drain();
   }
 
   // ---- passes (asynchronous, no allocation, copy or fence; capturable) ----
@@ -87,8 +89,10 @@ class Canary {
     check_batch(batch);
     if (config_.swa_divergence_every_n_steps > 0) last_batch_ = batch;
     Kokkos::Profiling::pushRegion("kvcanary::Canary::before_forward");
-    // The snapshot goes with the forward's last canary pass: this one's last write unless a tail pass follows.
-    const int last = config_.tail_pass ? -1 : last_written([](const Group& g) { return g.on; });
+    join_branch();  // a previous forward's branch, when its after_forward() was not called
+    // The snapshot goes with the forward's last canary pass: this one's last write unless a tail pass follows
+    // (or the snapshot goes beside the forward).
+    const int last = config_.tail_pass || beside_forward() ? -1 : last_written([](const Group& g) { return g.on; });
     for (Group& g : groups_) {
       if (!g.on) continue;
       const ViolationRing<Memory>& ring = g.ring_for(Stage::Verify, g.head_targets[0].kernel_kind);
@@ -101,24 +105,30 @@ class Canary {
       }
       write_k_and_v(g, step_tokens(tokens_of(g, batch)), g.head_write, g.index == last);
     }
-    if (!config_.tail_pass && last < 0 && in_graph()) Impl::launch_pump_in_graph(space_, in_graph_kernel_);
+    if (beside_forward())
+      fork_snapshot();
+    else if (!config_.tail_pass && last < 0 && in_graph())
+      Impl::launch_pump_in_graph(space_, in_graph_kernel_);
     Kokkos::Profiling::popRegion();
   }
 
   // The groups with real-KV sources (tail_pass): verify the step's prefixes against the bytes the model
-  // left, then re-stamp the step's tokens with their fingerprints. Nothing when tail_pass is off.
+  // left, then re-stamp the step's tokens with their fingerprints. Nothing else when tail_pass is off, but
+  // the end of the snapshot's branch with PumpSnapshot::BesideForward.
   void after_forward(const ForwardBatch<Memory>& batch) {
+    join_branch();
     if (!config_.tail_pass) return;
     check_batch(batch);
     Kokkos::Profiling::pushRegion("kvcanary::Canary::after_forward");
-    const int last = last_written([](const Group& g) { return g.on && g.tail; });
+    const int last = beside_forward() ? -1 : last_written([](const Group& g) { return g.on && g.tail; });
     for (Group& g : groups_) {
       if (!g.on || !g.tail) continue;
       verify(space_, g.head_plan, g.tail_targets, g.ring_for(Stage::Verify, g.tail_targets[0].kernel_kind),
              verify_options());
       write_k_and_v(g, step_tokens(tokens_of(g, batch)), g.tail_write, g.index == last);
     }
-    if (last < 0 && in_graph()) Impl::launch_pump_in_graph(space_, in_graph_kernel_);  // no group writes a tail
+    if (last < 0 && in_graph() && !beside_forward())  // no group writes a tail
+      Impl::launch_pump_in_graph(space_, in_graph_kernel_);
     Kokkos::Profiling::popRegion();
   }
 
@@ -128,6 +138,7 @@ class Canary {
   void sweep(const CachedPrefixes<Memory>& cached) {
     check_cached(cached);
     Kokkos::Profiling::pushRegion("kvcanary::Canary::sweep");
+    join_branch();  // only when the engine did not call after_forward()
     for (Group& g : groups_) {
       if (!swept(g)) continue;
       plan(space_, sweep_inputs(g, cached), g.sweep_plan, g.sweep_write_plan, g.sweep_status, g.sweep_workspace,
@@ -151,6 +162,7 @@ class Canary {
   // call; end_step_in_graph()).
   RuntimeReport end_step(std::int64_t forwards = 1) {
     if (forwards < 0) Impl::throw_invalid_in("Canary::end_step", "forwards is ", forwards, ", must be >= 0");
+    join_branch();  // only when the engine did not call after_forward()
     if (in_graph()) return end_step_in_graph(forwards);
     RuntimeReport report;
     if (pending_) {
@@ -171,6 +183,7 @@ class Canary {
   // For shutdown and tests; it fences.
   RuntimeReport flush() {
     RuntimeReport report;
+    join_branch();
     if (in_graph()) {
       // The newest forward's snapshot with its checks, then the ring read by the copies below.
       space_.fence();
@@ -697,7 +710,25 @@ class Canary {
 
   // ---- the in-graph route (PumpSnapshot::InGraph; runtime/impl/pump_in_graph.hpp) ----
 
-  bool in_graph() const { return config_.pump_snapshot == PumpSnapshot::InGraph; }
+  // The mailbox routes: the snapshot in the forward's last pass, or beside the forward.
+  bool in_graph() const {
+    return config_.pump_snapshot == PumpSnapshot::InGraph || config_.pump_snapshot == PumpSnapshot::BesideForward;
+  }
+  bool beside_forward() const { return config_.pump_snapshot == PumpSnapshot::BesideForward; }
+
+  // PumpSnapshot::BesideForward: the snapshot kernel on a branch forked from the engine's stream after the
+  // forward's head passes; the model's forward runs on the stream meanwhile. Nothing of the canary runs
+  // until the join (the next pass joins first), so what it reads is final.
+  void fork_snapshot() {
+    side_.follow();
+    Impl::launch_pump_in_graph(side_.space(), in_graph_kernel_);
+    branch_open_ = true;
+  }
+  void join_branch() {
+    if (!branch_open_) return;
+    side_.join();
+    branch_open_ = false;
+  }
   // The host's expectations of the last kForwardRing forwards: a snapshot may trail the host by a few.
   static constexpr std::int64_t kForwardRing = 64;
   static_assert(kForwardRing > Impl::PumpLagSlack<ExecutionSpace>::value, "the ring covers the lag the check allows");
@@ -763,6 +794,8 @@ class Canary {
       e.forwards_total = forwards_ + k;
       e.sweeps = sweeps_at_last_step_;
       e.expected = at;
+      // Beside the forward, forward k's snapshot is taken before its tail pass, which counts in k + 1's: a
+      // constant lag of one tail that the health check's differences between two snapshots cancel.
       add_launches(e.expected, forward_launches_, k);
       e.swa_divergence = k == 1 && divergence_next_;
       e.divergence_forwards = divergence_forwards_;
@@ -1102,6 +1135,7 @@ class Canary {
   std::int64_t step_ = 0, forwards_ = 0, sweeps_ = 0, last_check_step_ = 0;
   std::array<std::int64_t, kGroupKinds> verify_total_{}, last_sweeps_seen_{};
   bool pending_ = false, health_baseline_ = false, divergence_due_ = false;
+  bool branch_open_ = false;  // BesideForward: a snapshot's branch not yet joined into the engine's stream
   Snapshot pending_snapshot_;
   // the in-graph route
   Impl::PumpMailbox<HostSpace> mailbox_;

@@ -28,6 +28,10 @@ enum class PumpSnapshot {
   // The snapshot taken by the forward's last canary pass into a pinned mailbox (captured with the passes; on
   // CUDA inside the last write kernel): end_step() only reads host memory, no CUDA call (docs/runtime.md).
   InGraph,
+  // The in-graph mailbox, written by a kernel on a branch of the engine's stream: forked after
+  // before_forward()'s passes, joined by after_forward() (call both each forward; capture both in one
+  // graph, or neither), so that it runs beside the model's forward instead of after the canary's last pass.
+  BesideForward,
 };
 
 // How before_forward() runs a group's head verify (docs/runtime.md, "Decisions").

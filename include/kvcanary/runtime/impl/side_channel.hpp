@@ -4,8 +4,10 @@
 // Where the report pump's device-to-host copies run (docs/runtime.md, "The report pump"). On CUDA: a
 // non-blocking side stream that waits on an event of the engine's stream (no host wait), copies into
 // pinned memory and records a second event, which the host waits on one step later; or, for the kernel
-// route, that event recorded on the engine's stream after the snapshot kernel. Elsewhere the host
-// backends run the copies on the engine's instance and wait() fences it.
+// route, that event recorded on the engine's stream after the snapshot kernel. The beside-forward route
+// runs its snapshot kernel on the same side stream as a branch: forked from the engine's stream (follow())
+// and joined back into it (join()), captured as two graph edges when the engine captures both. Elsewhere
+// the host backends run everything on the engine's instance and wait() fences it.
 
 #include <Kokkos_Core.hpp>
 
@@ -30,7 +32,11 @@ class SideChannel {
   void record() {}
   // After a snapshot kernel on the engine's instance (PumpSnapshot::Kernel): wait() then waits for it.
   void record_on_engine() {}
+  // The engine's instance waits for what the side ran so far (the end of a branch).
+  void join() {}
   void wait() { space_.fence(); }
+  // What the side runs has finished (a destructor's wait: never throws).
+  void drain() noexcept {}
 
  private:
   ExecutionSpace space_;
@@ -50,6 +56,7 @@ class SideChannel<Kokkos::Cuda> {
     check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
     check_cuda(cudaEventCreateWithFlags(&issued_, cudaEventDisableTiming), "cudaEventCreateWithFlags");
     check_cuda(cudaEventCreateWithFlags(&copied_, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+    check_cuda(cudaEventCreateWithFlags(&joined_, cudaEventDisableTiming), "cudaEventCreateWithFlags");
     side_ = Kokkos::Cuda(stream_);
   }
   SideChannel(const SideChannel&) = delete;
@@ -57,6 +64,7 @@ class SideChannel<Kokkos::Cuda> {
   ~SideChannel() {
     cudaStreamSynchronize(stream_);
     side_ = Kokkos::Cuda();  // drop the instance before its stream
+    cudaEventDestroy(joined_);
     cudaEventDestroy(copied_);
     cudaEventDestroy(issued_);
     cudaStreamDestroy(stream_);
@@ -68,11 +76,16 @@ class SideChannel<Kokkos::Cuda> {
   const Kokkos::Cuda& space() const { return side_; }
   void record() { check_cuda(cudaEventRecord(copied_, stream_), "cudaEventRecord"); }
   void record_on_engine() { check_cuda(cudaEventRecord(copied_, engine_), "cudaEventRecord"); }
+  void join() {
+    check_cuda(cudaEventRecord(joined_, stream_), "cudaEventRecord");
+    check_cuda(cudaStreamWaitEvent(engine_, joined_, 0), "cudaStreamWaitEvent");
+  }
   void wait() { check_cuda(cudaEventSynchronize(copied_), "cudaEventSynchronize"); }
+  void drain() noexcept { cudaStreamSynchronize(stream_); }
 
  private:
   cudaStream_t engine_ = nullptr, stream_ = nullptr;
-  cudaEvent_t issued_ = nullptr, copied_ = nullptr;
+  cudaEvent_t issued_ = nullptr, copied_ = nullptr, joined_ = nullptr;
   Kokkos::Cuda side_;
 };
 #endif
