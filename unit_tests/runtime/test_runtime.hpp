@@ -17,6 +17,18 @@ class Runtime : public ::testing::Test {
   using Space = KVCANARY_TEST_EXECSPACE;
   using Harness = RuntimeHarness<Space>;
 
+  // A mailbox route's quiet config with or without a tail pass (re-stamping real-KV fingerprints), and the
+  // shape that goes with it.
+  static std::pair<EngineShape, kvcanary::CanaryConfig> mailbox_setup(kvcanary::PumpSnapshot route, bool tail) {
+    EngineShape shape;
+    shape.real_kv = tail;
+    auto config = quiet();
+    config.pump_snapshot = route;
+    config.tail_pass = tail;
+    config.real_kv_mode = tail ? kvcanary::RealKvMode::All : kvcanary::RealKvMode::None;
+    return {shape, config};
+  }
+
   static kvcanary::CanaryConfig quiet(std::vector<std::string>* lines = nullptr) {
     kvcanary::CanaryConfig config;
     config.report_mode = kvcanary::ReportMode::Log;
@@ -332,12 +344,7 @@ TEST_F(Runtime, InGraphLosesAndRepeatsNoRowWithViolationsEveryStep) {
     for (const bool tail : {false, true}) {
       SCOPED_TRACE(route_name(route));
       SCOPED_TRACE(tail ? "a tail pass" : "no tail pass");
-      EngineShape shape;
-      shape.real_kv = tail;
-      auto config = quiet();
-      config.tail_pass = tail;
-      config.real_kv_mode = tail ? kvcanary::RealKvMode::All : kvcanary::RealKvMode::None;
-      config.pump_snapshot = route;
+      auto [shape, config] = mailbox_setup(route, tail);
       config.pump_rows_per_step = 2;  // fewer than a step's rows: the cursor catches up over the steps
       config.health_check_every_n_steps = 5;
       Harness h(shape, config, 11);
@@ -400,12 +407,7 @@ TEST_F(Runtime, InGraphHealthCheckQuietOnACleanRunOfUnevenSteps) {
     for (const bool tail : {false, true}) {
       SCOPED_TRACE(route_name(route));
       SCOPED_TRACE(tail ? "a tail pass" : "no tail pass");
-      EngineShape shape;
-      shape.real_kv = tail;
-      auto config = quiet();
-      config.pump_snapshot = route;
-      config.tail_pass = tail;
-      config.real_kv_mode = tail ? kvcanary::RealKvMode::All : kvcanary::RealKvMode::None;
+      auto [shape, config] = mailbox_setup(route, tail);
       config.health_check_every_n_steps = 3;
       config.sweep_interval = 4;
       config.report_mode = kvcanary::ReportMode::Raise;
