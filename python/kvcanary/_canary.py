@@ -77,7 +77,8 @@ class CanaryConfig:
     capacities: Capacities = field(default_factory=Capacities)
     plan_algorithm: str = "default"       # 'default', 'portable', 'cuda-persistent'
     canary_algorithm: str = "default"     # 'default', 'portable', 'cuda'
-    head_verify: str = "default"          # 'default', 'from-plan', 'from-inputs' (the head verify's route)
+    # 'default' (CUDA: from-inputs up to 8 batch rows, else from-plan; host: from-plan), 'from-plan', 'from-inputs'
+    head_verify: str = "default"
     # 'default', 'side-stream-copies', 'kernel', 'in-graph', 'beside-forward' (docs/runtime.md)
     pump_snapshot: str = "default"
     kv_records: str = "default"           # 'default' (CUDA: interleaved; host: separate), 'separate', 'interleaved'

@@ -96,7 +96,7 @@ class Canary {
     for (Group& g : groups_) {
       if (!g.on) continue;
       const ViolationRing<Memory>& ring = g.ring_for(Stage::Verify, g.head_targets[0].kernel_kind);
-      if (head_verify_from_inputs(g)) {
+      if (head_verify_from_inputs(g, batch.req_pool_indices.extent(0))) {
         plan_and_verify(space_, plan_inputs(g, batch), g.head_plan, g.write_plan, g.status, g.workspace, g.head_targets,
                         ring, config_.plan_options, verify_options());
       } else {
@@ -478,8 +478,8 @@ class Canary {
   // HeadVerify::FromInputs leaves the head plan's verify arrays unwritten (SPEC-CANARY §5.1), so only a
   // group that reads them nowhere after before_forward() takes it: after_forward()'s tail verify reads
   // them; the write passes read the WritePlan only, and sweep() plans its own entries.
-  bool head_verify_from_inputs(const Group& g) const {
-    return config_.head_verify == HeadVerify::FromInputs && !g.tail;
+  bool head_verify_from_inputs(const Group& g, std::int64_t batch_rows) const {
+    return Impl::resolve<ExecutionSpace>(config_.head_verify, batch_rows) == HeadVerify::FromInputs && !g.tail;
   }
 
   VerifyOptions verify_options() const {

@@ -30,6 +30,28 @@ constexpr KvRecords resolve(KvRecords records) {
   return records == KvRecords::Default ? DefaultKvRecords<ExecutionSpace>::value : records;
 }
 
+// HeadVerify::Default: FromInputs for a batch of at most `from_inputs_max_rows` rows, FromPlan above.
+template <class ExecutionSpace>
+struct DefaultHeadVerify {
+  static constexpr std::int64_t from_inputs_max_rows = 0;
+};
+
+#ifdef KOKKOS_ENABLE_CUDA
+// The step with FromInputs against FromPlan (H200, f4166df): decode bs 1 9.13 against 10.45 µs, bs 8 11.38
+// against 11.76; bs 64 40.78 against 31.83 and every larger batch slower too.
+template <>
+struct DefaultHeadVerify<Kokkos::Cuda> {
+  static constexpr std::int64_t from_inputs_max_rows = 8;
+};
+#endif
+
+template <class ExecutionSpace>
+constexpr HeadVerify resolve(HeadVerify route, std::int64_t batch_rows) {
+  if (route != HeadVerify::Default) return route;
+  return batch_rows <= DefaultHeadVerify<ExecutionSpace>::from_inputs_max_rows ? HeadVerify::FromInputs
+                                                                               : HeadVerify::FromPlan;
+}
+
 }  // namespace Impl
 }  // namespace kvcanary
 
