@@ -83,12 +83,10 @@ struct ModelStandIn {
       : from(Kokkos::view_alloc(space, "kvcanary_perf::model_stand_in_from"), kModelStandInBytes / 8),
         to(Kokkos::view_alloc(space, "kvcanary_perf::model_stand_in_to"), kModelStandInBytes / 8) {}
   void run(const ExecutionSpace& space) const {
-    const auto in = from;
-    const auto out = to;
     Kokkos::parallel_for(
         "kvcanary_perf::model_stand_in",
         Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<std::int64_t>>(space, 0, kModelStandInBytes / 8),
-        KOKKOS_LAMBDA(const std::int64_t i) { out(i) = in(i) + 1; });
+        CopyFunctor{from.data(), to.data()});
   }
 };
 
@@ -124,8 +122,7 @@ struct StepCall {
     tokens.chain_position_assert = 1;
     input_ids = kvcanary::Impl::upload<std::int64_t, Memory>(space, "kvcanary_perf::input_ids", tokens.input_ids);
     positions = kvcanary::Impl::upload<std::int64_t, Memory>(space, "kvcanary_perf::positions", tokens.positions);
-    out_cache_loc =
-        kvcanary::Impl::upload<std::int64_t, Memory>(space, "kvcanary_perf::out_cache_loc", tokens.out_cache_loc);
+    out_cache_loc = kvcanary::Impl::upload<std::int64_t, Memory>(space, "kvcanary_perf::out_cache_loc", tokens.out_cache_loc);
 
     kvcanary::CanaryConfig config;
     config.report_mode = kvcanary::ReportMode::None;
@@ -272,8 +269,7 @@ void bench_step_pump(benchmark::State& state, const WorkloadShape& shape, Launch
       for (int k = 0; k < kSteps; ++k) {
         step();
         const kvcanary::RuntimeReport report = call.canary->end_step();
-        if (!report.violations.rows.empty() || !report.health_errors.empty())
-          throw CheckFailure("the pump reported a violation");
+        if (!report.violations.rows.empty() || !report.health_errors.empty()) throw CheckFailure("the pump reported a violation");
       }
       space.fence();
       const double pumped = seconds_since(start);

@@ -50,18 +50,18 @@ void sixty_replayed_steps(kvcanary::PumpSnapshot route) {
       ASSERT_EQ(cudaGraphDestroy(graph), cudaSuccess);
     };
     const auto batch = h.batch();  // fixed addresses: the harness refills these Views in place
+    const auto head_calls = [&] {
+      h.canary->before_forward(batch);
+      if (beside) h.canary->after_forward(batch);  // the snapshot's branch joins in the same graph
+    };
     for (int s = 1; s <= 60; ++s) {
       const bool eager = s == 1;
       h.step_with(
           s % 5 == 0, s % 7 == 0,
           [&] {
             if (eager) {
-              h.canary->before_forward(batch);
-              if (beside) h.canary->after_forward(batch);
-              capture(head, [&] {
-                h.canary->before_forward(batch);
-                if (beside) h.canary->after_forward(batch);  // the snapshot's branch joins in the same graph
-              });
+              head_calls();
+              capture(head, head_calls);
             } else {
               ASSERT_EQ(cudaGraphLaunch(head, stream), cudaSuccess);
             }

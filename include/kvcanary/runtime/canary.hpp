@@ -90,9 +90,9 @@ class Canary {
     if (config_.swa_divergence_every_n_steps > 0) last_batch_ = batch;
     Kokkos::Profiling::pushRegion("kvcanary::Canary::before_forward");
     join_branch();  // a previous forward's branch, when its after_forward() was not called
-    // The snapshot goes with the forward's last canary pass: this one's last write unless a tail pass follows
-    // (or the snapshot goes beside the forward).
-    const int last = config_.tail_pass || beside_forward() ? -1 : last_written([](const Group& g) { return g.on; });
+    // On the in-graph route the snapshot goes with the forward's last canary pass: this one's last write unless
+    // a tail pass follows.
+    const int last = in_last_pass() && !config_.tail_pass ? last_written([](const Group& g) { return g.on; }) : -1;
     for (Group& g : groups_) {
       if (!g.on) continue;
       const ViolationRing<Memory>& ring = g.ring_for(Stage::Verify, g.head_targets[0].kernel_kind);
@@ -107,7 +107,7 @@ class Canary {
     }
     if (beside_forward())
       fork_snapshot();
-    else if (!config_.tail_pass && last < 0 && in_graph())
+    else if (in_last_pass() && !config_.tail_pass && last < 0)  // no group is on
       Impl::launch_pump_in_graph(space_, in_graph_kernel_);
     Kokkos::Profiling::popRegion();
   }
@@ -120,15 +120,14 @@ class Canary {
     if (!config_.tail_pass) return;
     check_batch(batch);
     Kokkos::Profiling::pushRegion("kvcanary::Canary::after_forward");
-    const int last = beside_forward() ? -1 : last_written([](const Group& g) { return g.on && g.tail; });
+    const int last = in_last_pass() ? last_written([](const Group& g) { return g.on && g.tail; }) : -1;
     for (Group& g : groups_) {
       if (!g.on || !g.tail) continue;
       verify(space_, g.head_plan, g.tail_targets, g.ring_for(Stage::Verify, g.tail_targets[0].kernel_kind),
              verify_options());
       write_k_and_v(g, step_tokens(tokens_of(g, batch)), g.tail_write, g.index == last);
     }
-    if (last < 0 && in_graph() && !beside_forward())  // no group writes a tail
-      Impl::launch_pump_in_graph(space_, in_graph_kernel_);
+    if (in_last_pass() && last < 0) Impl::launch_pump_in_graph(space_, in_graph_kernel_);  // no group writes a tail
     Kokkos::Profiling::popRegion();
   }
 
@@ -551,7 +550,7 @@ class Canary {
   // CUDA's write path (runtime/impl/pump_in_write.hpp), else in its own kernel right after it.
   void write_k_and_v(const Group& g, const StepTokens<Memory>& tokens, const WritePass& pass, bool last) {
     const ViolationRing<Memory>& ring = g.ring_for(Stage::Write, pass.targets[0].kernel_kind);
-    if (!last || !in_graph()) {
+    if (!last || !in_last_pass()) {
       write(space_, g.write_plan, tokens, pass.targets, ring, WriteCallOptions{config_.canary_algorithm});
       return;
     }
@@ -714,6 +713,7 @@ class Canary {
   bool in_graph() const {
     return config_.pump_snapshot == PumpSnapshot::InGraph || config_.pump_snapshot == PumpSnapshot::BesideForward;
   }
+  bool in_last_pass() const { return config_.pump_snapshot == PumpSnapshot::InGraph; }
   bool beside_forward() const { return config_.pump_snapshot == PumpSnapshot::BesideForward; }
 
   // PumpSnapshot::BesideForward: the snapshot kernel on a branch forked from the engine's stream after the
