@@ -23,6 +23,11 @@
 //                              its V, stride 64), so that a slot's two gathers and two stores share a 64-byte
 //                              segment; the same checks and bytes counted as step/
 //
+//   step_after_plan/<workload>/<launch>   the step_kv_interleaved/ step with CanaryConfig::head_verify =
+//                              HeadVerify::FromInputsAfterPlan: the plan's kernels make its offsets only, and a
+//                              verify kernel of its own computes and checks the entries (verify[from_inputs]);
+//                              the same checks and bytes counted as step/
+//
 //   step_pump/<workload>/<launch>   the same step followed by Canary::end_step() (the asynchronous report
 //                              pump); time per step with the pump, and pump_us_per_step = that minus the same
 //                              steps without end_step(), measured alternately in each iteration (bs 1 and 64:
@@ -304,6 +309,10 @@ void register_step_benchmarks(const std::string& backend) {
       });
       register_timed("step_kv_interleaved/" + shape.name + "/" + launch.second, [shape, mode](benchmark::State& state) {
         bench_step<ExecutionSpace>(state, shape, false, mode, kvcanary::HeadVerify::Default,
+                                   kvcanary::KvRecords::Interleaved);
+      });
+      register_timed("step_after_plan/" + shape.name + "/" + launch.second, [shape, mode](benchmark::State& state) {
+        bench_step<ExecutionSpace>(state, shape, false, mode, kvcanary::HeadVerify::FromInputsAfterPlan,
                                    kvcanary::KvRecords::Interleaved);
       });
       // bs 1: a host-bound loop (the pump's host time shows); bs 256 (CUDA only, by its size): a GPU-bound

@@ -33,8 +33,9 @@ struct HeadPassResult {
 };
 
 // One head pass on the backend, by plan() then verify() or by plan_and_verify(), from the case's state. On
-// CUDA the fused route's algorithm picks its kernels: Default, the persistent plan checking each entry
-// where it makes it; Portable, the offsets scan and verify[from_inputs] (the host backends run the latter).
+// CUDA the fused route's algorithms pick its kernels: by default the persistent plan checking each entry
+// where it makes it; with c.options.algorithm Portable the persistent plan's offsets, then verify[from_inputs];
+// with the plan's algorithm Portable the offsets scan, then verify[from_inputs] (the host backends' route).
 template <class ExecSpace>
 HeadPassResult run_head_pass(const HeadPassCase& c, bool fused, std::int64_t stride_bytes = kvcanary::kRecordBytes,
                              kvcanary::EntriesAlgorithm algorithm = kvcanary::EntriesAlgorithm::Default) {
@@ -162,7 +163,7 @@ class PlanAndVerify : public ::testing::Test {
 // ~200 random head passes: bad rows, padding, sliding windows, LUTs, expected-token pools, capacities
 // exact, short (enable 0) and loose, identities, real-KV sources, slot 0, FREED records, one to four
 // buffers, both checks on and off, rings that overflow; batches past 256 rows now and then (CUDA's two-launch
-// plan), and the fused route's algorithm alternating (CUDA's two fused routes).
+// plan), and the fused route's algorithms taking turns (CUDA's three fused routes).
 TEST_F(PlanAndVerify, RandomHeadPassesMatchPlanThenVerify) {
   CaseGenerator cases(0x5EC51);
   CanaryCaseGenerator canary(0x5EC52);
@@ -197,8 +198,9 @@ TEST_F(PlanAndVerify, RandomHeadPassesMatchPlanThenVerify) {
     c.ring.slot_run_counter = uniform(0, 50);
     c.options.check_expected_token = !coin(4);
     c.options.checks = kvcanary::VerifyChecks{!coin(3), !coin(3)};
+    if (k % 3 == 2) c.options.algorithm = kvcanary::CanaryAlgorithm::Portable;
     const HeadPassResult fused = expect_both_routes_match<ExecSpace>(
-        c, kvcanary::kRecordBytes, k % 2 ? kvcanary::EntriesAlgorithm::Portable : kvcanary::EntriesAlgorithm::Default);
+        c, kvcanary::kRecordBytes, k % 3 == 1 ? kvcanary::EntriesAlgorithm::Portable : kvcanary::EntriesAlgorithm::Default);
     if (HasFailure()) return;
     rows += fused.ring.count;
     entries += fused.ring.slot_run_counter - c.ring.slot_run_counter;

@@ -40,7 +40,7 @@ struct CanaryConfigArgs {
   int plan_algorithm = 0;    // 0 default, 1 portable, 2 cuda-persistent
   int canary_algorithm = 0;  // 0 default, 1 portable, 2 cuda
   int pump_snapshot = 0;     // PumpSnapshot: 0 default, 1 side-stream copies, 2 kernel, 3 in graph, 4 beside
-  int head_verify = 0;       // HeadVerify: 0 default, 1 from the plan, 2 from the inputs
+  int head_verify = 0;       // HeadVerify: 0 default, 1 from the plan, 2 from the inputs, 3 after the plan
   int kv_records = 0;        // KvRecords: 0 default, 1 separate, 2 interleaved
 };
 

@@ -303,7 +303,7 @@ def test_interleaved_records_the_canary_owns_report_what_separate_ones_do():
         run("packed")
 
 
-@pytest.mark.parametrize("route", ["from-plan", "from-inputs"])
+@pytest.mark.parametrize("route", ["from-plan", "from-inputs", "from-inputs-after-plan"])
 def test_each_head_verify_route_reports_the_same_row(route):
     expected = run_with_violation(report_mode="none").flush()
     canary = run_with_violation(report_mode="none", head_verify=route)

@@ -181,7 +181,7 @@ TEST_F(Runtime, EveryGroupTailAndSweepMatchTheReference) {
   EXPECT_FALSE(h.ref[0].ring.rows.empty());
 }
 
-// Both head verify routes (HeadVerify, SPEC-CANARY §5.1) on every group, over sweeps, corruptions, the
+// Every head verify route (HeadVerify, SPEC-CANARY §5.1) on every group, over sweeps, corruptions, the
 // expected-token pool and a verify capacity some steps overflow (a disabled head pass): each matches the
 // reference, and the two report the same violations, warnings and health step by step. With a tail pass
 // the groups with real-KV sources keep the plan route (after_forward() reads the stored entries).
@@ -189,8 +189,11 @@ TEST_F(Runtime, HeadVerifyRoutesMatchTheReferenceAndEachOther) {
   for (const bool tail : {false, true}) {
     std::vector<std::vector<std::int64_t>> counts;
     std::vector<std::vector<std::string>> warnings;
-    for (const auto route : {kvcanary::HeadVerify::FromPlan, kvcanary::HeadVerify::FromInputs}) {
-      SCOPED_TRACE(std::string(route == kvcanary::HeadVerify::FromInputs ? "from inputs" : "from plan") +
+    for (const auto route : {kvcanary::HeadVerify::FromPlan, kvcanary::HeadVerify::FromInputs,
+                             kvcanary::HeadVerify::FromInputsAfterPlan}) {
+      SCOPED_TRACE(std::string(route == kvcanary::HeadVerify::FromPlan     ? "from plan"
+                               : route == kvcanary::HeadVerify::FromInputs ? "from inputs"
+                                                                           : "from inputs after the plan") +
                    (tail ? ", tail pass" : ""));
       EngineShape shape;
       shape.swa = shape.draft = true;
@@ -216,8 +219,10 @@ TEST_F(Runtime, HeadVerifyRoutesMatchTheReferenceAndEachOther) {
       }
       EXPECT_FALSE(h.ref[0].ring.rows.empty());  // the corruptions were seen
     }
-    EXPECT_EQ(counts[0], counts[1]);
-    EXPECT_EQ(warnings[0], warnings[1]);
+    for (std::size_t r = 1; r < counts.size(); ++r) {
+      EXPECT_EQ(counts[0], counts[r]) << "route " << r;
+      EXPECT_EQ(warnings[0], warnings[r]) << "route " << r;
+    }
     if (!tail) {
       EXPECT_FALSE(warnings[0].empty()) << "no step overflowed the verify capacity";
     }

@@ -67,7 +67,7 @@ __global__ void __launch_bounds__(kTileThreads)
   }
   zero_write_offsets_tail(out, batch_size);
 
-  if (totals.verify > out.verify_capacity()) return;  // overflow: the verify arrays stay untouched
+  if (!expands_entries<Sink> || totals.verify > out.verify_capacity()) return;  // overflow: untouched arrays
   expand_tiles<kEntriesPerThread>(in, sink, StagedOffsets{offsets, 0}, StagedRowFields{rows, 0}, batch_size,
                                   totals.verify);
 }
@@ -116,7 +116,7 @@ __global__ void __launch_bounds__(kTileThreads)
   }
   zero_write_offsets_tail(out, batch_size);
 
-  if (all.lengths.verify > out.verify_capacity()) return;  // overflow: the verify arrays stay untouched
+  if (!expands_entries<Sink> || all.lengths.verify > out.verify_capacity()) return;  // overflow: untouched arrays
   expand_tiles<kPerThread>(in, sink, StagedOffsets{offsets[warp], 0}, StagedRowFields{rows[warp], 0}, batch_size,
                            all.lengths.verify);
 }

@@ -15,6 +15,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 namespace kvcanary {
 namespace Impl {
@@ -72,6 +73,16 @@ struct StoreEntries {
   // Called once per call (one thread) with the plan's verify total: a consuming sink counts its runs here.
   __device__ void count_runs(std::int64_t /*total*/, std::int64_t /*capacity*/) const {}
 };
+
+// The sink of an offsets-only plan (plan_and_verify() with its verify after the plan's kernels): no tile is
+// expanded, so the plan's kernels write the offsets, the WritePlan, the scalars and the status only.
+struct SkipEntries {
+  __device__ void put(std::int64_t, std::int64_t, const EntryValues&, bool) const {}
+  __device__ void count_runs(std::int64_t, std::int64_t) const {}
+};
+
+template <class Sink>
+constexpr bool expands_entries = !std::is_same<Sink, SkipEntries>::value;
 
 // A tile inside one row, the common case when rows are longer than a tile: the row's inputs and
 // base pointers once, then per entry one req_to_token load, one pool load and the stores. Entries of

@@ -121,12 +121,21 @@ struct EntriesBackend<Kokkos::Cuda> {
                 CudaPersistent::CheckEntries<MemorySpace>{call, req_identities, has_identities});
   }
 
+  // plan_and_verify()'s offsets-only plan, when its verify runs after the plan (verify[from_inputs]): the
+  // same kernels with no tile expanded, one block up to 256 rows, the rows kernel alone above. Same return.
+  template <class MemorySpace>
+  static bool plan_offsets(const Kokkos::Cuda& space, const DeviceInputs<MemorySpace>& in,
+                           const DeviceOutputs<MemorySpace>& out, std::int64_t batch_size) {
+    return plan(space, in, out, batch_size, CudaPersistent::SkipEntries{});
+  }
+
   // The same with each verify entry handed to `sink` (cuda_tiles.hpp) instead of stored.
   template <class MemorySpace, class Sink>
   static bool plan(const Kokkos::Cuda& space, const DeviceInputs<MemorySpace>& in,
                    const DeviceOutputs<MemorySpace>& out, std::int64_t batch_size, const Sink& sink) {
     using namespace CudaPersistent;
     using K = Kernels<MemorySpace, Sink>;
+    constexpr bool expands = expands_entries<Sink>;
     const int device = space.cuda_device();
     if (!is_current_device(device)) return false;
     const cudaStream_t stream = space.cuda_stream();
@@ -136,29 +145,34 @@ struct EntriesBackend<Kokkos::Cuda> {
       const int resident = spread ? K::template small_blocks<kSpreadEntriesPerThread>(device)
                                   : K::template small_blocks<kEntriesPerThread>(device);
       if (resident <= 0) return false;
-      Kokkos::Profiling::pushRegion("kvcanary::plan::entries[cuda_persistent_small]");
+      Kokkos::Profiling::pushRegion(expands ? "kvcanary::plan::entries[cuda_persistent_small]"
+                                            : "kvcanary::plan::offsets[cuda_persistent_small]");
+      const std::int64_t tile = std::int64_t(kTileThreads) * (spread ? kSpreadEntriesPerThread : kEntriesPerThread);
+      const unsigned blocks = expands ? grid_blocks(out.verify_capacity(), resident, tile) : 1u;
       if (spread)
         small_plan_kernel<MemorySpace, kSpreadEntriesPerThread, Sink>
-            <<<grid_blocks(out.verify_capacity(), resident, std::int64_t(kTileThreads) * kSpreadEntriesPerThread),
-               kTileThreads, 0, stream>>>(in, out, sink, batch_size);
+            <<<blocks, kTileThreads, 0, stream>>>(in, out, sink, batch_size);
       else
         small_plan_kernel<MemorySpace, kEntriesPerThread, Sink>
-            <<<grid_blocks(out.verify_capacity(), resident), kTileThreads, 0, stream>>>(in, out, sink, batch_size);
+            <<<blocks, kTileThreads, 0, stream>>>(in, out, sink, batch_size);
     } else if (batch_size <= kFusedMaxRows) {
       const int resident = K::fused_blocks(device);
       if (resident <= 0) return false;
-      Kokkos::Profiling::pushRegion("kvcanary::plan::entries[cuda_persistent_fused]");
-      fused_plan_kernel<MemorySpace, Sink>
-          <<<grid_blocks(out.verify_capacity(), resident), kTileThreads, 0, stream>>>(in, out, sink, batch_size);
+      Kokkos::Profiling::pushRegion(expands ? "kvcanary::plan::entries[cuda_persistent_fused]"
+                                            : "kvcanary::plan::offsets[cuda_persistent_fused]");
+      const unsigned blocks = expands ? grid_blocks(out.verify_capacity(), resident) : 1u;
+      fused_plan_kernel<MemorySpace, Sink><<<blocks, kTileThreads, 0, stream>>>(in, out, sink, batch_size);
     } else {
-      const int resident = K::entries_blocks(device);
+      const int resident = expands ? K::entries_blocks(device) : 1;
       if (resident <= 0) return false;
-      Kokkos::Profiling::pushRegion("kvcanary::plan::entries[cuda_persistent]");
+      Kokkos::Profiling::pushRegion(expands ? "kvcanary::plan::entries[cuda_persistent]"
+                                            : "kvcanary::plan::offsets[cuda_persistent]");
       const std::int64_t per_block = rows_per_block(batch_size);
       const unsigned row_blocks = static_cast<unsigned>((batch_size + per_block - 1) / per_block);
       rows_kernel<MemorySpace><<<row_blocks, kRowsThreads, 0, stream>>>(in, out, batch_size, per_block);
-      launch_after_previous(entries_kernel<MemorySpace, Sink>, grid_blocks(out.verify_capacity(), resident), stream,
-                            K::dependent_launch(device), in, out, sink, batch_size);
+      if (expands)
+        launch_after_previous(entries_kernel<MemorySpace, Sink>, grid_blocks(out.verify_capacity(), resident), stream,
+                              K::dependent_launch(device), in, out, sink, batch_size);
     }
     Kokkos::Profiling::popRegion();
     KVCANARY_CUDA_CHECK(cudaGetLastError());

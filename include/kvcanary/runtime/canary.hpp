@@ -96,9 +96,12 @@ class Canary {
     for (Group& g : groups_) {
       if (!g.on) continue;
       const ViolationRing<Memory>& ring = g.ring_for(Stage::Verify, g.head_targets[0].kernel_kind);
-      if (head_verify_from_inputs(g, batch.req_pool_indices.extent(0))) {
+      const HeadVerify route = head_verify_route(g, batch.req_pool_indices.extent(0));
+      if (route != HeadVerify::FromPlan) {
+        VerifyOptions options = verify_options();
+        if (route == HeadVerify::FromInputsAfterPlan) options.algorithm = CanaryAlgorithm::Portable;
         plan_and_verify(space_, plan_inputs(g, batch), g.head_plan, g.write_plan, g.status, g.workspace, g.head_targets,
-                        ring, config_.plan_options, verify_options());
+                        ring, config_.plan_options, options);
       } else {
         plan(space_, plan_inputs(g, batch), g.head_plan, g.write_plan, g.status, g.workspace, config_.plan_options);
         verify(space_, g.head_plan, g.head_targets, ring, verify_options());
@@ -237,7 +240,7 @@ class Canary {
   const CanaryBuffer<Memory>& v_buffer(GroupKind kind) const { return groups_[static_cast<int>(kind)].v; }
   // The group's ring with the counters of one (stage, tag); rows and count are the group's.
   ViolationRing<Memory> ring(GroupKind kind) const { return groups_[static_cast<int>(kind)].rows_ring; }
-  // Its verify arrays hold this step's entries only on the FromPlan route (head_verify_from_inputs()).
+  // Its verify arrays hold this step's entries only on the FromPlan route (head_verify_route()).
   const VerifyPlan<Memory>& verify_plan(GroupKind kind) const { return groups_[static_cast<int>(kind)].head_plan; }
   const WritePlan<Memory>& write_plan(GroupKind kind) const { return groups_[static_cast<int>(kind)].write_plan; }
   // The device block of counters (runtime/impl/counter_block.hpp), for tests.
@@ -474,11 +477,12 @@ class Canary {
 
   // ---- pass helpers ----
 
-  // HeadVerify::FromInputs leaves the head plan's verify arrays unwritten (SPEC-CANARY §5.1), so only a
-  // group that reads them nowhere after before_forward() takes it: after_forward()'s tail verify reads
-  // them; the write passes read the WritePlan only, and sweep() plans its own entries.
-  bool head_verify_from_inputs(const Group& g, std::int64_t batch_rows) const {
-    return Impl::resolve<ExecutionSpace>(config_.head_verify, batch_rows) == HeadVerify::FromInputs && !g.tail;
+  // The group's head verify route: FromPlan, FromInputs or FromInputsAfterPlan. The two FromInputs routes
+  // leave the head plan's verify arrays unwritten (SPEC-CANARY §5.1), so only a group that reads them nowhere
+  // after before_forward() takes one: after_forward()'s tail verify reads them; the write passes read the
+  // WritePlan only, and sweep() plans its own entries.
+  HeadVerify head_verify_route(const Group& g, std::int64_t batch_rows) const {
+    return g.tail ? HeadVerify::FromPlan : Impl::resolve<ExecutionSpace>(config_.head_verify, batch_rows);
   }
 
   VerifyOptions verify_options() const {

@@ -40,7 +40,10 @@ enum class HeadVerify {
                // decode bs 1 and 8, slower from bs 64: docs/PERFORMANCE.md); the host backends: FromPlan
   FromPlan,    // plan() stores the verify entries, verify() reads them back
   FromInputs,  // plan_and_verify() (SPEC-CANARY §5.1): the entries computed from the batch, never stored;
-               // a group with a tail pass keeps FromPlan (after_forward() re-verifies its stored entries)
+               // a group with a tail pass keeps FromPlan (after_forward() re-verifies its stored entries).
+               // On CUDA each entry is checked in the plan's own kernels (one launch up to 256 rows)
+  FromInputsAfterPlan,  // the same, the entries computed and checked by a verify kernel of their own after
+                        // the plan's offsets (verify[from_inputs]); on the host backends the same as FromInputs
 };
 
 // How a group's K and V canary records are laid out when the Canary owns them (an engine's own buffers,

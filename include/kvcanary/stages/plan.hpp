@@ -39,9 +39,9 @@ namespace Impl {
 enum class VerifyEntries { Store, Skip };
 
 // plan()'s offsets and entries launches, after validate() (the identity copy is the caller's). With
-// VerifyEntries::Skip only the offsets scan runs (the portable entries kernel stores nothing else), on every
-// backend: plan_and_verify() calls it so where CUDA's persistent kernels (which fuse the scan with the
-// entries) declined or are switched off.
+// VerifyEntries::Skip only the offsets are made (plan_and_verify()'s verify kernel computes the entries): by
+// CUDA's persistent kernels with no tile expanded, else by the portable offsets scan (the portable entries
+// kernel stores nothing else).
 template <class ExecutionSpace, class MemorySpace>
 void launch_plan(const ExecutionSpace& space, const DeviceInputs<MemorySpace>& in,
                  const DeviceOutputs<MemorySpace>& out, std::int64_t batch_size, const PlanOptions& options,
@@ -51,7 +51,8 @@ void launch_plan(const ExecutionSpace& space, const DeviceInputs<MemorySpace>& i
   bool done = false;
   if constexpr (Backend::has_cuda_persistent) {
     // The fast path returns false, having launched nothing, when its preconditions fail.
-    if (store && options.algorithm != EntriesAlgorithm::Portable) done = Backend::plan(space, in, out, batch_size);
+    if (options.algorithm != EntriesAlgorithm::Portable)
+      done = store ? Backend::plan(space, in, out, batch_size) : Backend::plan_offsets(space, in, out, batch_size);
   }
   if (!done) {
     Kokkos::Profiling::pushRegion(store ? "kvcanary::plan[portable]" : "kvcanary::plan[offsets_only]");

@@ -13,11 +13,13 @@
 //   32 bytes an entry (40 with identities) neither written nor read, the head pass's main traffic.
 // * Use it when nothing reads those arrays after the call (the runtime's tail pass does: it re-verifies
 //   the head plan after the forward, so a group with one keeps plan() then verify()).
-// * Launches: on CUDA (plan_options.algorithm not Portable), the plan's persistent kernels with each entry
-//   checked where it is made (entries_cuda.hpp, CheckEntries): ONE launch for up to 256 rows, two above.
-//   Elsewhere, or when the fast path declines: the plan's offsets scan, then one verify kernel,
-//   "kvcanary::verify[from_inputs]". Either way the identity copy follows when the inputs carry identities
-//   (write_identities only).
+// * Launches: on CUDA (plan_options.algorithm not Portable), the plan's persistent kernels; with
+//   verify_options.algorithm Default or Cuda each entry is checked where it is made (entries_cuda.hpp,
+//   CheckEntries): ONE launch for up to 256 rows, two above. With verify_options.algorithm Portable, the
+//   same kernels make the offsets only (one block up to 256 rows), then one verify kernel,
+//   "kvcanary::verify[from_inputs]", computes and checks the entries. Elsewhere, or when the fast path
+//   declines: the plan's offsets scan, then that verify kernel. Either way the identity copy follows when
+//   the inputs carry identities (write_identities only).
 // * Asynchronous on `space`, no allocation, copy or fence (capturable in a CUDA graph).
 // * Everything plan() and verify() check on the host is checked first: a call that breaks a rule throws
 //   std::invalid_argument before any launch.
@@ -65,7 +67,7 @@ void plan_and_verify(const ExecutionSpace& space, const PlanInputs<MemorySpace>&
   bool checked = false;  // by the plan's own kernels
   if constexpr (Backend::has_cuda_persistent) {
     // The persistent plan kernels check each entry where they make it; false: nothing launched.
-    if (plan_options.algorithm != EntriesAlgorithm::Portable)
+    if (plan_options.algorithm != EntriesAlgorithm::Portable && verify_options.algorithm != CanaryAlgorithm::Portable)
       checked = Backend::plan_and_check(space, functor.in, functor.out, functor.batch_size, functor.call,
                                         functor.req_identities, functor.has_identities);
   }
