@@ -200,7 +200,8 @@ TEST_F(PlanAndVerify, RandomHeadPassesMatchPlanThenVerify) {
     c.options.checks = kvcanary::VerifyChecks{!coin(3), !coin(3)};
     if (k % 3 == 2) c.options.algorithm = kvcanary::CanaryAlgorithm::Portable;
     const HeadPassResult fused = expect_both_routes_match<ExecSpace>(
-        c, kvcanary::kRecordBytes, k % 3 == 1 ? kvcanary::EntriesAlgorithm::Portable : kvcanary::EntriesAlgorithm::Default);
+        c, kvcanary::kRecordBytes,
+        k % 3 == 1 ? kvcanary::EntriesAlgorithm::Portable : kvcanary::EntriesAlgorithm::Default);
     if (HasFailure()) return;
     rows += fused.ring.count;
     entries += fused.ring.slot_run_counter - c.ring.slot_run_counter;
