@@ -78,8 +78,8 @@ class CanaryConfig:
     capacities: Capacities = field(default_factory=Capacities)
     plan_algorithm: str = "default"       # 'default', 'portable', 'cuda-persistent'
     canary_algorithm: str = "default"     # 'default', 'portable', 'cuda'
-    # 'default' (CUDA: from-inputs up to 8 batch rows, else from-plan; host: from-plan), 'from-plan', 'from-inputs',
-    # 'from-inputs-after-plan'
+    # 'default' (CUDA: from-inputs up to 8 batch rows, else from-inputs-after-plan; host: from-plan), 'from-plan',
+    # 'from-inputs', 'from-inputs-after-plan'
     head_verify: str = "default"
     # 'default', 'side-stream-copies', 'kernel', 'in-graph', 'beside-forward' (docs/runtime.md)
     pump_snapshot: str = "default"

@@ -36,8 +36,8 @@ enum class PumpSnapshot {
 
 // How before_forward() runs a group's head verify (docs/runtime.md, "Decisions").
 enum class HeadVerify {
-  Default,     // CUDA: FromInputs for a batch of at most 8 rows, FromPlan above (the H200's step was faster so at
-               // decode bs 1 and 8, slower from bs 64: docs/PERFORMANCE.md); the host backends: FromPlan
+  Default,     // CUDA: FromInputs for a batch of at most 8 rows, FromInputsAfterPlan above (the fastest step of
+               // each, measured: docs/PERFORMANCE.md); the host backends: FromPlan
   FromPlan,    // plan() stores the verify entries, verify() reads them back
   FromInputs,  // plan_and_verify() (SPEC-CANARY §5.1): the entries computed from the batch, never stored;
                // a group with a tail pass keeps FromPlan (after_forward() re-verifies its stored entries).

@@ -15,8 +15,10 @@ namespace Impl {
 template <class ExecutionSpace>
 struct RuntimeDefaults {
   static constexpr KvRecords kv_records = KvRecords::Separate;
-  // HeadVerify::Default: FromInputs for a batch of at most this many rows, FromPlan above.
-  static constexpr std::int64_t head_verify_from_inputs_max_rows = 0;
+  // HeadVerify::Default: small_batch_head_verify for a batch of at most small_batch_max_rows rows, head_verify above.
+  static constexpr std::int64_t small_batch_max_rows = 0;
+  static constexpr HeadVerify small_batch_head_verify = HeadVerify::FromPlan;
+  static constexpr HeadVerify head_verify = HeadVerify::FromPlan;
 };
 
 #ifdef KOKKOS_ENABLE_CUDA
@@ -25,9 +27,12 @@ struct RuntimeDefaults<Kokkos::Cuda> {
   // decode bs 256: 313 µs a step against 350 (a slot's two random gathers in one 64-byte segment); within 5%
   // either way on the other workloads.
   static constexpr KvRecords kv_records = KvRecords::Interleaved;
-  // The step with FromInputs against FromPlan (H200, f4166df): decode bs 1 9.13 against 10.45 µs, bs 8 11.38
-  // against 11.76; bs 64 40.78 against 31.83 and every larger batch slower too.
-  static constexpr std::int64_t head_verify_from_inputs_max_rows = 8;
+  // The step by route (H100, 0ab9556, interleaved records; docs/PERFORMANCE.md): FromInputs (checked in the plan's
+  // kernels, one launch) 9.88 / 11.73 µs at decode bs 1 / 8 against FromInputsAfterPlan's 10.94 / 11.96;
+  // FromInputsAfterPlan 26.2 / 268 / 59.5 µs at bs 64 / 256 / 4096 against FromPlan's 33.1 / 341 / 73.9.
+  static constexpr std::int64_t small_batch_max_rows = 8;
+  static constexpr HeadVerify small_batch_head_verify = HeadVerify::FromInputs;
+  static constexpr HeadVerify head_verify = HeadVerify::FromInputsAfterPlan;
 };
 #endif
 
@@ -38,9 +43,9 @@ constexpr KvRecords resolve(KvRecords records) {
 
 template <class ExecutionSpace>
 constexpr HeadVerify resolve(HeadVerify route, std::int64_t batch_rows) {
+  using Defaults = RuntimeDefaults<ExecutionSpace>;
   if (route != HeadVerify::Default) return route;
-  return batch_rows <= RuntimeDefaults<ExecutionSpace>::head_verify_from_inputs_max_rows ? HeadVerify::FromInputs
-                                                                                         : HeadVerify::FromPlan;
+  return batch_rows <= Defaults::small_batch_max_rows ? Defaults::small_batch_head_verify : Defaults::head_verify;
 }
 
 }  // namespace Impl
