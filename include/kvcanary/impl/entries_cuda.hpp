@@ -141,9 +141,12 @@ struct EntriesBackend<Kokkos::Cuda> {
     const cudaStream_t stream = space.cuda_stream();
     if (batch_size <= kSmallMaxRows) {
       // Fewer 4-entry tiles than SMs: one-entry tiles, spread over the SMs.
-      const bool spread = grid_blocks(out.verify_capacity(), INT_MAX) < static_cast<unsigned>(sm_count(device));
-      const int resident = spread ? K::template small_blocks<kSpreadEntriesPerThread>(device)
-                                  : K::template small_blocks<kEntriesPerThread>(device);
+      // An offsets-only plan (one block) queries nothing.
+      const bool spread =
+          expands && grid_blocks(out.verify_capacity(), INT_MAX) < static_cast<unsigned>(sm_count(device));
+      const int resident = !expands ? 1
+                           : spread ? K::template small_blocks<kSpreadEntriesPerThread>(device)
+                                    : K::template small_blocks<kEntriesPerThread>(device);
       if (resident <= 0) return false;
       Kokkos::Profiling::pushRegion(expands ? "kvcanary::plan::entries[cuda_persistent_small]"
                                             : "kvcanary::plan::offsets[cuda_persistent_small]");
@@ -156,7 +159,7 @@ struct EntriesBackend<Kokkos::Cuda> {
         small_plan_kernel<MemorySpace, kEntriesPerThread, Sink>
             <<<blocks, kTileThreads, 0, stream>>>(in, out, sink, batch_size);
     } else if (batch_size <= kFusedMaxRows) {
-      const int resident = K::fused_blocks(device);
+      const int resident = expands ? K::fused_blocks(device) : 1;
       if (resident <= 0) return false;
       Kokkos::Profiling::pushRegion(expands ? "kvcanary::plan::entries[cuda_persistent_fused]"
                                             : "kvcanary::plan::offsets[cuda_persistent_fused]");
