@@ -95,17 +95,9 @@ class Canary {
     const int last = in_last_pass() && !config_.tail_pass ? last_written([](const Group& g) { return g.on; }) : -1;
     for (Group& g : groups_) {
       if (!g.on) continue;
-      const ViolationRing<Memory>& ring = g.ring_for(Stage::Verify, g.head_targets[0].kernel_kind);
-      const HeadVerify route = head_verify_route(g, batch.req_pool_indices.extent(0));
-      if (route != HeadVerify::FromPlan) {
-        VerifyOptions options = verify_options();
-        if (route == HeadVerify::FromInputsAfterPlan) options.algorithm = CanaryAlgorithm::Portable;
-        plan_and_verify(space_, plan_inputs(g, batch), g.head_plan, g.write_plan, g.status, g.workspace, g.head_targets,
-                        ring, config_.plan_options, options);
-      } else {
-        plan(space_, plan_inputs(g, batch), g.head_plan, g.write_plan, g.status, g.workspace, config_.plan_options);
-        verify(space_, g.head_plan, g.head_targets, ring, verify_options());
-      }
+      plan_and_check(head_verify_route(g, batch.req_pool_indices.extent(0)), plan_inputs(g, batch), g.head_plan,
+                     g.write_plan, g.status, g.workspace, g.head_targets,
+                     g.ring_for(Stage::Verify, g.head_targets[0].kernel_kind));
       write_k_and_v(g, step_tokens(tokens_of(g, batch)), g.head_write, g.index == last);
     }
     if (beside_forward())
@@ -135,18 +127,18 @@ class Canary {
   }
 
   // A verify-only pass over the prefix cache: a plan of (pool row, length) with nothing to write, on the
-  // target and SWA groups (the draft group is not swept), SWEEP tags. It reuses the groups' verify arrays:
-  // call it after after_forward() and before the next before_forward() (the original's place).
+  // target and SWA groups (the draft group is not swept), SWEEP tags, by the head verify's route for that many
+  // rows (CanaryConfig::head_verify). It reuses the groups' verify arrays: call it after after_forward() and
+  // before the next before_forward() (the original's place).
   void sweep(const CachedPrefixes<Memory>& cached) {
     check_cached(cached);
     Kokkos::Profiling::pushRegion("kvcanary::Canary::sweep");
     join_branch();  // only when the engine did not call after_forward()
     for (Group& g : groups_) {
       if (!swept(g)) continue;
-      plan(space_, sweep_inputs(g, cached), g.sweep_plan, g.sweep_write_plan, g.sweep_status, g.sweep_workspace,
-           config_.plan_options);
-      verify(space_, g.sweep_plan, g.sweep_targets, g.ring_for(Stage::Verify, g.sweep_targets[0].kernel_kind),
-             verify_options());
+      plan_and_check(Impl::resolve<ExecutionSpace>(config_.head_verify, cached.pool_rows.extent(0)),
+                     sweep_inputs(g, cached), g.sweep_plan, g.sweep_write_plan, g.sweep_status, g.sweep_workspace,
+                     g.sweep_targets, g.ring_for(Stage::Verify, g.sweep_targets[0].kernel_kind));
     }
     ++sweeps_;
     add_expected(sweep_launches_, 1);
@@ -483,6 +475,23 @@ class Canary {
   // WritePlan only, and sweep() plans its own entries.
   HeadVerify head_verify_route(const Group& g, std::int64_t batch_rows) const {
     return g.tail ? HeadVerify::FromPlan : Impl::resolve<ExecutionSpace>(config_.head_verify, batch_rows);
+  }
+
+  // A plan and its verify by `route`: FromPlan stores the entries and reads them back; the two FromInputs routes
+  // check them where they are made (plan_and_verify(), SPEC-CANARY §5.1), in the plan's kernels or after them.
+  void plan_and_check(HeadVerify route, const PlanInputs<Memory>& inputs, const VerifyPlan<Memory>& verify_plan,
+                      const WritePlan<Memory>& write_plan, const PlanStatus<Memory>& status,
+                      const PlanWorkspace<Memory>& workspace, const std::vector<VerifyTarget<Memory>>& targets,
+                      const ViolationRing<Memory>& ring) {
+    VerifyOptions options = verify_options();
+    if (route == HeadVerify::FromPlan) {
+      plan(space_, inputs, verify_plan, write_plan, status, workspace, config_.plan_options);
+      verify(space_, verify_plan, targets, ring, options);
+      return;
+    }
+    if (route == HeadVerify::FromInputsAfterPlan) options.algorithm = CanaryAlgorithm::Portable;
+    plan_and_verify(space_, inputs, verify_plan, write_plan, status, workspace, targets, ring, config_.plan_options,
+                    options);
   }
 
   VerifyOptions verify_options() const {
