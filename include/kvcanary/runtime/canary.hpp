@@ -127,17 +127,16 @@ class Canary {
   }
 
   // A verify-only pass over the prefix cache: a plan of (pool row, length) with nothing to write, on the
-  // target and SWA groups (the draft group is not swept), SWEEP tags, by the head verify's route for that many
-  // rows (CanaryConfig::head_verify). It reuses the groups' verify arrays: call it after after_forward() and
-  // before the next before_forward() (the original's place).
+  // target and SWA groups (the draft group is not swept), SWEEP tags, by CanaryConfig::head_verify's route (its
+  // Default: the large batches' route, Impl::RuntimeDefaults). It reuses the groups' verify arrays: call it after
+  // after_forward() and before the next before_forward() (the original's place).
   void sweep(const CachedPrefixes<Memory>& cached) {
     check_cached(cached);
     Kokkos::Profiling::pushRegion("kvcanary::Canary::sweep");
     join_branch();  // only when the engine did not call after_forward()
     for (Group& g : groups_) {
       if (!swept(g)) continue;
-      plan_and_check(Impl::resolve<ExecutionSpace>(config_.head_verify, cached.pool_rows.extent(0)),
-                     sweep_inputs(g, cached), g.sweep_plan, g.sweep_write_plan, g.sweep_status, g.sweep_workspace,
+      plan_and_check(Impl::resolve_sweep<ExecutionSpace>(config_.head_verify), sweep_inputs(g, cached), g.sweep_plan, g.sweep_write_plan, g.sweep_status, g.sweep_workspace,
                      g.sweep_targets, g.ring_for(Stage::Verify, g.sweep_targets[0].kernel_kind));
     }
     ++sweeps_;

@@ -103,7 +103,7 @@ struct CanaryConfig {
   bool sweep_swa_group = true;                // sweep() verifies the SWA group too (the original does)
   RealKvMode real_kv_mode = RealKvMode::None; // fingerprints of the real KV bytes (needs tail_pass)
   bool tail_pass = false;                     // after_forward(): verify + re-stamp the groups with real-KV sources
-  HeadVerify head_verify = HeadVerify::Default;  // the head verify's route (same rows and counters either way)
+  HeadVerify head_verify = HeadVerify::Default;  // the head verify's and sweep()'s route (same rows and counters)
   bool write_input_assert = false;            // batches carry expected_input_ids / expected_positions
   bool verify_token_assert = false;           // EngineTables carries the expected-token pool
   bool chain_position_assert = true;          // initial value of the device flag (set_chain_position_assert())

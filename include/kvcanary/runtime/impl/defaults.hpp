@@ -15,7 +15,8 @@ namespace Impl {
 template <class ExecutionSpace>
 struct RuntimeDefaults {
   static constexpr KvRecords kv_records = KvRecords::Separate;
-  // HeadVerify::Default: small_batch_head_verify for a batch of at most small_batch_max_rows rows, head_verify above.
+  // HeadVerify::Default: small_batch_head_verify for a batch of at most small_batch_max_rows rows, head_verify above
+  // and for every sweep (cached prefixes: long rows, for which the small-batch route was not measured faster).
   static constexpr std::int64_t small_batch_max_rows = 0;
   static constexpr HeadVerify small_batch_head_verify = HeadVerify::FromPlan;
   static constexpr HeadVerify head_verify = HeadVerify::FromPlan;
@@ -39,6 +40,12 @@ struct RuntimeDefaults<Kokkos::Cuda> {
 template <class ExecutionSpace>
 constexpr KvRecords resolve(KvRecords records) {
   return records == KvRecords::Default ? RuntimeDefaults<ExecutionSpace>::kv_records : records;
+}
+
+// The sweep's route (Canary::sweep()).
+template <class ExecutionSpace>
+constexpr HeadVerify resolve_sweep(HeadVerify route) {
+  return route == HeadVerify::Default ? RuntimeDefaults<ExecutionSpace>::head_verify : route;
 }
 
 template <class ExecutionSpace>
