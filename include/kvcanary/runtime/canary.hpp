@@ -136,8 +136,9 @@ class Canary {
     join_branch();  // only when the engine did not call after_forward()
     for (Group& g : groups_) {
       if (!swept(g)) continue;
-      plan_and_check(Impl::resolve_sweep<ExecutionSpace>(config_.head_verify), sweep_inputs(g, cached), g.sweep_plan, g.sweep_write_plan, g.sweep_status, g.sweep_workspace,
-                     g.sweep_targets, g.ring_for(Stage::Verify, g.sweep_targets[0].kernel_kind));
+      plan_and_check(Impl::resolve_sweep<ExecutionSpace>(config_.head_verify), sweep_inputs(g, cached), g.sweep_plan,
+                     g.sweep_write_plan, g.sweep_status, g.sweep_workspace, g.sweep_targets,
+                     g.ring_for(Stage::Verify, g.sweep_targets[0].kernel_kind));
     }
     ++sweeps_;
     add_expected(sweep_launches_, 1);
