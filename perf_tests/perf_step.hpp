@@ -127,7 +127,8 @@ struct StepCall {
     tokens.chain_position_assert = 1;
     input_ids = kvcanary::Impl::upload<std::int64_t, Memory>(space, "kvcanary_perf::input_ids", tokens.input_ids);
     positions = kvcanary::Impl::upload<std::int64_t, Memory>(space, "kvcanary_perf::positions", tokens.positions);
-    out_cache_loc = kvcanary::Impl::upload<std::int64_t, Memory>(space, "kvcanary_perf::out_cache_loc", tokens.out_cache_loc);
+    out_cache_loc =
+        kvcanary::Impl::upload<std::int64_t, Memory>(space, "kvcanary_perf::out_cache_loc", tokens.out_cache_loc);
 
     kvcanary::CanaryConfig config;
     config.report_mode = kvcanary::ReportMode::None;
@@ -274,7 +275,8 @@ void bench_step_pump(benchmark::State& state, const WorkloadShape& shape, Launch
       for (int k = 0; k < kSteps; ++k) {
         step();
         const kvcanary::RuntimeReport report = call.canary->end_step();
-        if (!report.violations.rows.empty() || !report.health_errors.empty()) throw CheckFailure("the pump reported a violation");
+        if (!report.violations.rows.empty() || !report.health_errors.empty())
+          throw CheckFailure("the pump reported a violation");
       }
       space.fence();
       const double pumped = seconds_since(start);

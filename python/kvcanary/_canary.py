@@ -21,7 +21,8 @@ _REPORT_FORMATS = {"one-line": False, "multi-line": True}
 _REAL_KV_MODES = {"none": 0, "partial": 1, "all": 2}
 _PLAN_ALGORITHMS = {"default": 0, "portable": 1, "cuda-persistent": 2}
 _CANARY_ALGORITHMS = {"default": 0, "portable": 1, "cuda": 2}
-_HEAD_VERIFIES = {"default": 0, "from-plan": 1, "from-inputs": 2, "from-inputs-after-plan": 3}  # HeadVerify, docs/runtime.md
+# HeadVerify, docs/runtime.md
+_HEAD_VERIFIES = {"default": 0, "from-plan": 1, "from-inputs": 2, "from-inputs-after-plan": 3}
 # PumpSnapshot, docs/runtime.md
 _PUMP_SNAPSHOTS = {"default": 0, "side-stream-copies": 1, "kernel": 2, "in-graph": 3, "beside-forward": 4}
 _KV_RECORDS = {"default": 0, "separate": 1, "interleaved": 2}  # KvRecords, docs/runtime.md
