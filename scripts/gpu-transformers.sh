@@ -15,7 +15,8 @@
 # overhead-1b  1B shape, decode batches $BATCHES (default 1,16,64; the largest first) x contexts $CONTEXTS (default
 #              1024,8192), at least $DECODE (default 16) full-batch decode steps a row: canary ms per decode step,
 #              share of the model's step, tokens/s on/off. real-KV partial. Rows not started by its deadline are
-#              skipped.
+#              skipped. $ROWS (e.g. 64x8192,16x1024) names the rows instead, in its order; $LABELS (off or on) runs
+#              one half of each row (a row too long for one call: its halves in two calls on one warm machine).
 # overhead-8b  the same with the 8B shape. With both overhead stages in one call, the 1B gets $OVERHEAD_1B_SHARE
 #              (default 0.35) of the time left, the 8B the rest.
 # The call's limit is $CALL_SECONDS (default 540, the run tool's 600 less start-up): every stage finishes, or
@@ -82,7 +83,8 @@ for shape in 1b 8b; do
     deadline=$(awk -v n="$now" -v d="$DEADLINE" -v s="${OVERHEAD_1B_SHARE:-0.35}" 'BEGIN { printf "%d", n + s * (d - n) }')
   fi
   run "overhead-$shape" "$deadline" --shape "$shape" --clean-steps 0 --fault-trials 0 \
-    --overhead "${BATCHES:-1,16,64}" --contexts "${CONTEXTS:-1024,8192}" --decode "${DECODE:-16}"
+    --overhead "${BATCHES:-1,16,64}" --contexts "${CONTEXTS:-1024,8192}" --rows "${ROWS:-}" \
+    --labels "${LABELS:-off,on}" --decode "${DECODE:-16}"
 done
 # the run tool brings $OUT back (the reports are there already when REPORT_DIR is under it)
 if [ -n "${OUT:-}" ] && [[ "$REPORT_DIR" != "$OUT"/* ]]; then cp -r "$REPORT_DIR" "$OUT/" 2>/dev/null; fi

@@ -24,6 +24,7 @@ import json
 import random
 import statistics
 import sys
+import threading
 import time
 
 import torch
@@ -148,12 +149,19 @@ def run_fault(model, name, trial, vocab):
                 verdict=fault.check(report) or "caught in the step it became readable")
 
 
-def overhead(model, batch, context, decode, vocab, device, real_kv, prefill_tokens=8192):
+def progress(what, handle, t0, done, every=20.0):
+    while not done.wait(every):  # len() of the handle's list of timed steps: no device call from this thread
+        print(f"  {what}: {time.perf_counter() - t0:.0f} s, {len(handle.timings)} engine steps", file=sys.stderr,
+              flush=True)
+
+
+def overhead(model, batch, context, decode, vocab, device, real_kv, prefill_tokens=8192, labels=("off", "on")):
     """`batch` prompts of `context` random tokens, then decode. The model's step and the canary's are averaged over
     the full-batch decode steps (every request decoding one token): the cache has room for every request and no
     safety margin (the default FIFO margin of 15 % holds back the last prefills while the others decode), and each
     request generates decode + (prefill steps) tokens, so that at least `decode` steps run with all requests in
-    decode even when the first prompts finish their prefill long before the last (chunked at prefill_tokens)."""
+    decode even when the first prompts finish their prefill long before the last (chunked at prefill_tokens).
+    `labels` runs one of the two only (a row too long for one device call: its halves in two calls)."""
     r = random.Random(batch * 7919 + context)
     ps = [[r.randrange(vocab) for _ in range(context)] for _ in range(batch)]
     tokens = min(prefill_tokens, batch * context)
@@ -162,13 +170,15 @@ def overhead(model, batch, context, decode, vocab, device, real_kv, prefill_toke
     gc = GenerationConfig(max_new_tokens=new, do_sample=False, eos_token_id=-1)
     conf = ContinuousBatchingConfig(block_size=16, num_blocks=blocks, max_batch_tokens=tokens, safety_margin=0.0)
     out = {}
-    for label in ("off", "on"):  # off: the same hook with no stage run (guard=False), for the model's step time
+    for label in labels:  # off: the same hook with no stage run (guard=False), for the model's step time
         handle = kvt.attach(model, kvt.CanaryConfig(mode="none", per_step=False, timing=True, real_kv=real_kv,
                                                     guard=label == "on", max_context=context + new + 16,
                                                     max_requests=batch + 1))
         if device == "cuda":
             torch.cuda.synchronize()
         t = time.perf_counter()
+        done = threading.Event()  # progress on stderr, so that a run cut by a call's limit still tells its pace
+        threading.Thread(target=progress, args=(f"{batch} x {context} {label}", handle, t, done), daemon=True).start()
         try:
             outputs = model.generate_batch(ps, generation_config=gc, continuous_batching_config=conf)
             out[f"failed_requests_{label}"] = sum(1 for v in outputs.values() if getattr(v, "error", None))
@@ -178,6 +188,7 @@ def overhead(model, batch, context, decode, vocab, device, real_kv, prefill_toke
             times = handle.step_times_ms()
             report = handle.report()
         finally:
+            done.set()
             handle.detach()
         out[f"steps_{label}"] = len(times)
         dec = [x for x in times if x[1] == x[2] == batch]  # full decode steps: one token per request
@@ -196,6 +207,7 @@ def overhead(model, batch, context, decode, vocab, device, real_kv, prefill_toke
                 out[key.replace("_ms", "_mean_ms")] = statistics.mean(x[i] for x in dec)
             out["share_pct"] = 100.0 * out["canary_ms"] / out["model_ms"]
             out["violations"] = len(report.violations)
+        print(f"  {batch} x {context} {label}: {out}", file=sys.stderr, flush=True)  # a cut row keeps its half
     return out
 
 
@@ -204,6 +216,12 @@ OVERHEAD_HEADER = ("| batch | context | decode steps | canary ms/step | canary h
 
 
 def overhead_line(x):
+    if "error" not in x and ("tokens_per_s_off" in x) != ("canary_ms" in x):  # one half (--labels)
+        half = "off" if "tokens_per_s_off" in x else "on"
+        return (f"| {x['batch']} | {x['context']} | {x.get('decode_steps_' + half, 0)} | {half} only: "
+                f"{x.get('canary_ms', float('nan')):.3f} | {x.get('canary_host_ms', float('nan')):.3f} | "
+                f"{x.get('model_ms', float('nan')):.2f} | | {x.get('tokens_per_s_off', float('nan')):.1f} | "
+                f"{x.get('tokens_per_s_on', float('nan')):.1f} | |")
     if "canary_ms" not in x or "tokens_per_s_off" not in x:
         return f"| {x['batch']} | {x['context']} | {x.get('decode_steps_on', 0)} | {x.get('error', 'failed')} |"
     return (f"| {x['batch']} | {x['context']} | {x['decode_steps_on']} | {x['canary_ms']:.3f} | "
@@ -222,6 +240,9 @@ def main() -> int:
     ap.add_argument("--fault-trials", type=int, default=3)
     ap.add_argument("--overhead", default="", help="decode batch sizes, e.g. 1,16,64 (empty: skip)")
     ap.add_argument("--contexts", default="1024,8192")
+    ap.add_argument("--rows", default="", help="overhead rows BATCHxCONTEXT, e.g. 64x8192,16x1024, in this order "
+                    "(instead of --overhead x --contexts)")
+    ap.add_argument("--labels", default="off,on", help="the overhead runs of each row: off,on (default), off or on")
     ap.add_argument("--decode", type=int, default=32, help="full-batch decode steps per overhead row (at least)")
     ap.add_argument("--prefill-tokens", type=int, default=8192, help="max_batch_tokens of the overhead runs")
     ap.add_argument("--real-kv", default="partial")
@@ -317,7 +338,15 @@ def main() -> int:
             + (f" — cut by the deadline short of {args.clean_steps} steps" if short else ""))
         save()
 
-    if args.overhead:
+    if args.rows:
+        pairs = [tuple(int(v) for v in r.split("x")) for r in args.rows.split(",")]
+    else:  # largest batch first: the rows issue 22's targets are read on (batch 64) come before a deadline
+        pairs = [(b, int(c)) for b in sorted((int(b) for b in args.overhead.split(",") if b), reverse=True)
+                 for c in args.contexts.split(",")]
+    labels = tuple(args.labels.split(","))
+    if not set(labels) <= {"off", "on"} or not labels:
+        ap.error(f"--labels is {args.labels!r}: off, on or off,on")
+    if pairs:
         rows = result["overhead"] = []
         out(f"\n## Overhead (medians over the full-batch decode steps, real-KV {args.real_kv}; canary = plan + "
             "verify K/V before the forward + write K/V after it, with the mapping, on the engine's stream (CUDA "
@@ -326,21 +355,20 @@ def main() -> int:
         out(OVERHEAD_HEADER)
         warm_up = GenerationConfig(max_new_tokens=4, do_sample=False, eos_token_id=-1)
         model.generate_batch([[1, 2, 3]], generation_config=warm_up, continuous_batching_config=cb(8, 64))  # lazy inits
-        # Largest batch first: the rows issue 22's targets are read on (batch 64) come before a deadline can skip them.
-        batches = sorted((int(b) for b in args.overhead.split(",")), reverse=True)
-        for batch, context in [(b, int(c)) for b in batches for c in args.contexts.split(",")]:
+        for batch, context in pairs:
             if args.deadline is not None and time.time() > args.deadline:
                 x = dict(batch=batch, context=context, error="skipped: deadline")
             else:
                 t = time.perf_counter()
                 x = dict(batch=batch, context=context, **overhead(model, batch, context, args.decode, vocab,
-                                                                  args.device, args.real_kv, args.prefill_tokens))
+                                                                  args.device, args.real_kv, args.prefill_tokens,
+                                                                  labels))
                 x["seconds"] = time.perf_counter() - t
             rows.append(x)
             print(x, file=sys.stderr, flush=True)
             out(overhead_line(x))
-            result["ok"] &= ("error" not in x and x.get("failed_requests_off") == 0 == x.get("failed_requests_on")
-                             and x.get("violations") == 0)
+            result["ok"] &= ("error" not in x and all(x.get(f"failed_requests_{k}") == 0 for k in labels)
+                             and ("on" not in labels or x.get("violations") == 0))
             save()
 
     save()
