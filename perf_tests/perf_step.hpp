@@ -28,6 +28,11 @@
 //                              verify kernel of its own computes and checks the entries (verify[from_inputs]);
 //                              the same checks and bytes counted as step/
 //
+//   step_derived_capacity/<workload>/<launch>   the step with every setting at its default, the verify capacity
+//                              included: derived by the Canary from the engine's dimensions (3 x pool slots,
+//                              about 6 x the workload's entries) instead of the workload's exact total, as an
+//                              engine that sets no capacity runs it; the same checks and bytes counted as step/
+//
 //   step_pump/<workload>/<launch>   the same step followed by Canary::end_step() (the asynchronous report
 //                              pump); time per step with the pump, and pump_us_per_step = that minus the same
 //                              steps without end_step(), measured alternately in each iteration (bs 1 and 64:
@@ -109,7 +114,7 @@ struct StepCall {
   StepCall(const ExecutionSpace& space_, const VerifyCase& c,
            kvcanary::PumpSnapshot pump = kvcanary::PumpSnapshot::Default,
            kvcanary::HeadVerify head_verify = kvcanary::HeadVerify::Default,
-           kvcanary::KvRecords records = kvcanary::KvRecords::Default)
+           kvcanary::KvRecords records = kvcanary::KvRecords::Default, bool derived_capacity = false)
       : space(space_) {
     const Inputs& in = c.workload.inputs;
     inputs = kvcanary::upload_inputs(space, in);
@@ -140,7 +145,7 @@ struct StepCall {
     config.dimensions.pool_slots = num_canary_slots(in);
     config.dimensions.max_running_requests = in.max_reqs;
     config.dimensions.max_context_len = in.max_seq_len;
-    config.capacities.verify_capacity = c.workload.verify_capacity;
+    if (!derived_capacity) config.capacities.verify_capacity = c.workload.verify_capacity;
     config.capacities.write_req_capacity = c.workload.write_req_capacity;
     kvcanary::EngineTables<Memory> tables;
     tables.req_to_token = inputs.req_to_token;
@@ -188,11 +193,12 @@ inline void expect_clean_step(const kvcanary::RuntimeReport& report, const std::
 template <class ExecutionSpace>
 void bench_step(benchmark::State& state, const WorkloadShape& shape, bool identities, Launch launch,
                 kvcanary::HeadVerify head_verify = kvcanary::HeadVerify::Default,
-                kvcanary::KvRecords records = kvcanary::KvRecords::Default) {
+                kvcanary::KvRecords records = kvcanary::KvRecords::Default, bool derived_capacity = false) {
   run_checked(state, [&] {
     const std::shared_ptr<VerifyCase> c = verify_case(shape, identities);
     Instance<ExecutionSpace> instance;
-    StepCall<ExecutionSpace> call(instance.space(), *c, kvcanary::PumpSnapshot::Default, head_verify, records);
+    StepCall<ExecutionSpace> call(instance.space(), *c, kvcanary::PumpSnapshot::Default, head_verify, records,
+                                  derived_capacity);
 
     call.run();  // eager, checked
     expect_clean_step(call.canary->flush(), "eager step");
@@ -317,6 +323,11 @@ void register_step_benchmarks(const std::string& backend) {
         bench_step<ExecutionSpace>(state, shape, false, mode, kvcanary::HeadVerify::FromInputsAfterPlan,
                                    kvcanary::KvRecords::Interleaved);
       });
+      register_timed("step_derived_capacity/" + shape.name + "/" + launch.second,
+                     [shape, mode](benchmark::State& state) {
+                       bench_step<ExecutionSpace>(state, shape, false, mode, kvcanary::HeadVerify::Default,
+                                                  kvcanary::KvRecords::Default, true);
+                     });
       // bs 1: a host-bound loop (the pump's host time shows); bs 256 (CUDA only, by its size): a GPU-bound
       // loop, the host a step ahead, so the difference is what the pump costs the engine's stream.
       if (shape.name == "decode_bs1" || shape.name == "decode_bs64" || shape.name == "decode_bs256")

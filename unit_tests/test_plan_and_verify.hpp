@@ -248,6 +248,28 @@ TEST_F(PlanAndVerify, VerifyArraysStayPoisonedWhileEntriesAreChecked) {
   EXPECT_EQ(disabled.ring.slot_run_counter, 0);
 }
 
+// More entries than one wave of the verify launch (a GPU's resident threads: ~270,000 on an H100 or H200; 4
+// work items a host thread), under a capacity more than three times the entries, as an engine's derived one:
+// each launched item checks entries a wave apart (a run of them on the host) and stops at the first past the
+// plan's total. Both routes against the reference; some records stamped, the rest reported.
+TEST_F(PlanAndVerify, EntriesPastOneLaunchWaveUnderAFarLargerCapacity) {
+  Inputs in = linear(5, 100000);
+  set_batch(in, {1, 2, 3, 4}, {100000, 99999, 70001, 40000}, {0, 0, 0, 0});
+  HeadPassCase c = with_outputs(in, {std::int64_t{1} << 20, 4});
+  Buffer buffer(5 * 100000);
+  stamp_some_entries(c, buffer);
+  c.buffers = {buffer, buffer};
+  c.kinds = {KernelKind::HEAD_K_FULL, KernelKind::HEAD_V_FULL};
+  c.real_kvs = {RealKv{}, RealKv{}};
+  c.ring = empty_ring(64);
+  const HeadPassResult fused = expect_both_routes_match<ExecSpace>(c);
+  EXPECT_EQ(fused.plan.enable, 1);
+  EXPECT_EQ(fused.plan.verify_num_valid, 310000);
+  EXPECT_EQ(fused.ring.slot_run_counter, 2 * 310000);
+  EXPECT_GT(fused.ring.count, 0);
+  EXPECT_LT(fused.ring.count, 2 * 310000);
+}
+
 // Every host rule of plan() and verify() throws std::invalid_argument before any launch: the ring's
 // counters and the plan's outputs stay as they were.
 TEST_F(PlanAndVerify, HostErrorsThrowBeforeAnyLaunch) {

@@ -76,6 +76,44 @@ void launch_canary_items(const ExecutionSpace& space, const char* label, std::in
       functor);
 }
 
+// A verify launch: one entry a work item over the plan's capacity, of which only the first `active` (a
+// device-side count) are checked. The launch is bounded by what the space runs at once, so that a capacity
+// far above the batch (an engine's: 3 x its pool slots by default) costs at most one wave of idle work items,
+// not one an entry of the capacity (docs/perf-notes.md, "The verify launch is sized by the capacity"). Launched
+// item t takes entries t, t + launched, ... on a GPU (neighbouring items read neighbouring entries) and a
+// contiguous run on the host, and stops at its first inactive entry: Functor::item(i) checks entry i and
+// returns whether it was active (never again for a larger i). Entry 0 is item 0's first, so the call's run
+// counters move as with one work item an entry.
+template <class Functor>
+struct BoundedEntries {
+  Functor functor;
+  std::int64_t entries;   // the capacity, at least 1
+  std::int64_t launched;  // 1 <= launched <= entries
+  bool contiguous;
+
+  KOKKOS_INLINE_FUNCTION void operator()(const std::int64_t t) const {
+    if (contiguous) {
+      const std::int64_t run = entries / launched + (entries % launched != 0 ? 1 : 0);
+      const std::int64_t end = entries - t * run < run ? entries : t * run + run;
+      for (std::int64_t i = t * run; i < end; ++i)
+        if (!functor.item(i)) return;
+    } else {
+      for (std::int64_t i = t; i < entries; i += launched)
+        if (!functor.item(i)) return;
+    }
+  }
+};
+
+template <class ExecutionSpace, class Functor>
+void launch_canary_entries(const ExecutionSpace& space, const char* label, std::int64_t capacity,
+                           const Functor& functor) {
+  constexpr bool is_gpu = TeamShape<ExecutionSpace>::is_gpu;
+  const std::int64_t entries = capacity > 0 ? capacity : 1;
+  const std::int64_t wave = static_cast<std::int64_t>(space.concurrency()) * (is_gpu ? 1 : 4);
+  const std::int64_t launched = wave < 1 ? 1 : (wave < entries ? wave : entries);
+  launch_canary_items(space, label, launched, BoundedEntries<Functor>{functor, entries, launched, !is_gpu});
+}
+
 // Whether a raw CUDA persistent kernel exists for a space: entries_cuda.hpp specializes it for Kokkos::Cuda.
 template <class ExecutionSpace>
 struct EntriesBackend {

@@ -1,7 +1,7 @@
 #ifndef KVCANARY_IMPL_VERIFY_FROM_INPUTS_HPP
 #define KVCANARY_IMPL_VERIFY_FROM_INPUTS_HPP
 
-// The head verify of plan_and_verify() (SPEC-CANARY §5.1): one work item per verify entry, as in
+// The head verify of plan_and_verify() (SPEC-CANARY §5.1): the verify entries launched as in
 // verify_portable.hpp, but the entry is computed from the plan's inputs instead of read from the
 // VerifyPlan's four arrays (32 bytes an entry neither stored by the plan nor loaded back). Item i finds
 // its row in the workspace's verify_offsets (the plan's scan wrote them, stream-ordered before this
@@ -28,24 +28,26 @@ struct VerifyFromInputsFunctor {
   std::int64_t batch_size;
   VerifyCall<MemorySpace> call;
 
-  KOKKOS_INLINE_FUNCTION void operator()(const std::int64_t i) const {
+  // Entry i (launch_canary_entries()); whether it was active.
+  KOKKOS_INLINE_FUNCTION bool item(const std::int64_t i) const {
     const std::int32_t enable = out.enable(), num_valid = out.verify_num_valid();
     const std::int64_t capacity = out.verify_capacity();
     // clamp(verify_num_valid, 0, verify_capacity) of SPEC-CANARY §5, as DeviceVerifyPlan::active().
     const std::int64_t active = num_valid < 0 ? 0 : (num_valid > capacity ? capacity : std::int64_t(num_valid));
-    if (!call.count_runs(i, enable, active)) return;
+    if (!call.count_runs(i, enable, active)) return false;
     // i < active <= verify_offsets(bs): a batch of at least one row, and the owner row is not empty.
     const std::int64_t row = owner_row(out.verify_offsets, 0, batch_size - 1, i);
     const EntryValues v = entry_values(in, in.row_fields(row), i - out.verify_offsets(row));
     // The identity of the entry's request, as the plan's identity launch copies it (identities.hpp).
     const std::int64_t mask = has_identities ? identity_mask(req_identities(row)) : 0;
     call.check(VerifyEntry{v.slot, v.position, v.prev_slot, call.check_expected_token ? v.expected_token : -1, mask});
+    return true;
   }
 };
 
 template <class ExecutionSpace, class MemorySpace>
 void launch_verify_from_inputs(const ExecutionSpace& space, const VerifyFromInputsFunctor<MemorySpace>& functor) {
-  launch_canary_items(space, "kvcanary::verify[from_inputs]", functor.out.verify_capacity(), functor);
+  launch_canary_entries(space, "kvcanary::verify[from_inputs]", functor.out.verify_capacity(), functor);
 }
 
 }  // namespace Impl

@@ -1,8 +1,9 @@
 #ifndef KVCANARY_IMPL_VERIFY_PORTABLE_HPP
 #define KVCANARY_IMPL_VERIFY_PORTABLE_HPP
 
-// The verify stage (SPEC-CANARY §5) as one Kokkos parallel_for: an entry a work item, the plan entry
-// read once and checked against every target buffer (the K and V halves share a plan).
+// The verify stage (SPEC-CANARY §5) as one Kokkos parallel_for over the plan's entries (a launch bounded
+// by one wave: launch_canary_entries()), each entry read once and checked against every target buffer
+// (the K and V halves share a plan).
 
 #include <kvcanary/stages/canary_types.hpp>
 #include <kvcanary/impl/backend.hpp>
@@ -125,7 +126,8 @@ struct VerifyFunctor {
   DeviceVerifyPlan<MemorySpace> plan;
   VerifyCall<MemorySpace> call;
 
-  KOKKOS_INLINE_FUNCTION void operator()(const std::int64_t i) const {
+  // Entry i (launch_canary_entries()); whether it was active.
+  KOKKOS_INLINE_FUNCTION bool item(const std::int64_t i) const {
     // Every read of the plan at once, before any branch on what they hold: the scalars and the entry
     // (i < capacity: in bounds, whatever the scalars say) cost one memory latency, not three.
     const std::int32_t enable = plan.enable(), num_valid = plan.num_valid();
@@ -135,13 +137,15 @@ struct VerifyFunctor {
                       call.check_expected_token ? plan.expected_tokens(i) : -1, 0};
     // A uniform branch: a plan without identities reads nothing more and its mask stays 0.
     if (plan.has_identities && i < plan.capacity()) e.mask = identity_mask(plan.identities(i));
-    if (call.count_runs(i, enable, plan.active(num_valid))) call.check(e);
+    if (!call.count_runs(i, enable, plan.active(num_valid))) return false;
+    call.check(e);
+    return true;
   }
 };
 
 template <class ExecutionSpace, class MemorySpace>
 void launch_verify_portable(const ExecutionSpace& space, const VerifyFunctor<MemorySpace>& functor) {
-  launch_canary_items(space, "kvcanary::verify[portable]", functor.plan.capacity(), functor);
+  launch_canary_entries(space, "kvcanary::verify[portable]", functor.plan.capacity(), functor);
 }
 
 }  // namespace Impl
