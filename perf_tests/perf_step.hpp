@@ -28,10 +28,10 @@
 //                              verify kernel of its own computes and checks the entries (verify[from_inputs]);
 //                              the same checks and bytes counted as step/
 //
-//   step_derived_capacity/<workload>/<launch>   the step with every setting at its default, the verify capacity
-//                              included: derived by the Canary from the engine's dimensions (3 x pool slots,
-//                              about 6 x the workload's entries) instead of the workload's exact total, as an
-//                              engine that sets no capacity runs it; the same checks and bytes counted as step/
+//   step_derived_capacity/<workload>/<launch>   the step_kv_interleaved/ step with the verify capacity the Canary
+//                              derives from the engine's dimensions (3 x pool slots, about 6 x the workload's
+//                              entries) instead of the workload's exact total, as an engine that sets no capacity
+//                              runs it; the same checks and bytes counted as step/ (6f6cb39 ran it on separate records)
 //
 //   step_pump/<workload>/<launch>   the same step followed by Canary::end_step() (the asynchronous report
 //                              pump); time per step with the pump, and pump_us_per_step = that minus the same
@@ -326,7 +326,7 @@ void register_step_benchmarks(const std::string& backend) {
       register_timed("step_derived_capacity/" + shape.name + "/" + launch.second,
                      [shape, mode](benchmark::State& state) {
                        bench_step<ExecutionSpace>(state, shape, false, mode, kvcanary::HeadVerify::Default,
-                                                  kvcanary::KvRecords::Default, true);
+                                                  kvcanary::KvRecords::Interleaved, true);
                      });
       // bs 1: a host-bound loop (the pump's host time shows); bs 256 (CUDA only, by its size): a GPU-bound
       // loop, the host a step ahead, so the difference is what the pump costs the engine's stream.
