@@ -270,6 +270,31 @@ TEST_F(PlanAndVerify, EntriesPastOneLaunchWaveUnderAFarLargerCapacity) {
   EXPECT_LT(fused.ring.count, 2 * 310000);
 }
 
+// The host's bound on the verify total (DeviceInputs::verify_total_bound(): the batch's rows of max_seq_len, or of
+// the window) sizes the plan's grid and ends the verify launch below a far larger capacity; a batch that reaches
+// it exactly, every row full (every window full), has every entry checked: none is stamped, so each is reported.
+TEST_F(PlanAndVerify, BatchesThatFillTheHostBoundOnTheTotalHaveEveryEntryChecked) {
+  for (const int window : {0, 64}) {
+    SCOPED_TRACE("swa_window_size " + std::to_string(window));
+    Inputs in = linear(4, 300);
+    set_batch(in, {1, 2, 3}, {300, 300, 300}, {0, 0, 0});
+    if (window > 0) {
+      in.full_to_swa_index_mapping = shifted_lut(1200, 0);
+      in.swa_window_size = window;
+    }
+    HeadPassCase c = with_outputs(in, {3 * 4 * 300, 3});
+    c.buffers = {Buffer(1200)};  // never written: every entry fails
+    c.kinds = {KernelKind::HEAD_K_FULL};
+    c.real_kvs = {RealKv{}};
+    c.ring = empty_ring(4);
+    const HeadPassResult fused = expect_both_routes_match<ExecSpace>(c);
+    const std::int64_t total = 3 * (window > 0 ? window : 300);
+    EXPECT_EQ(fused.plan.verify_num_valid, total);
+    EXPECT_EQ(fused.ring.slot_run_counter, total);
+    EXPECT_EQ(fused.ring.count, total);
+  }
+}
+
 // Every host rule of plan() and verify() throws std::invalid_argument before any launch: the ring's
 // counters and the plan's outputs stay as they were.
 TEST_F(PlanAndVerify, HostErrorsThrowBeforeAnyLaunch) {

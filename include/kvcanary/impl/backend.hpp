@@ -76,10 +76,11 @@ void launch_canary_items(const ExecutionSpace& space, const char* label, std::in
       functor);
 }
 
-// A verify launch: one entry a work item over the plan's capacity, of which only the first `active` (a
-// device-side count) are checked. The launch is bounded by what the space runs at once, so that a capacity
-// far above the batch (an engine's: 3 x its pool slots by default) costs at most one wave of idle work items,
-// not one an entry of the capacity (docs/perf-notes.md, "The verify launch is sized by the capacity"). Launched
+// A verify launch: one entry a work item over [0, entries) (the plan's capacity, or a smaller bound on its
+// total that the host knows), of which only the first `active` (a device-side count) are checked. The launch is
+// bounded by what the space runs at once, so that a capacity far above the batch (an engine's: 3 x its pool
+// slots by default) costs at most one wave of idle work items, not one an entry of the capacity
+// (docs/perf-notes.md, "The verify launch is sized by the capacity"). Launched
 // item t takes entries t, t + launched, ... on a GPU (neighbouring items read neighbouring entries) and a
 // contiguous run on the host, and stops at its first inactive entry: Functor::item(i) checks entry i and
 // returns whether it was active (never again for a larger i). Entry 0 is item 0's first, so the call's run
@@ -87,7 +88,7 @@ void launch_canary_items(const ExecutionSpace& space, const char* label, std::in
 template <class Functor>
 struct BoundedEntries {
   Functor functor;
-  std::int64_t entries;   // the capacity, at least 1
+  std::int64_t entries;   // the capacity or a bound on the total below it, at least 1
   std::int64_t launched;  // 1 <= launched <= entries
   bool contiguous;
 
@@ -105,10 +106,10 @@ struct BoundedEntries {
 };
 
 template <class ExecutionSpace, class Functor>
-void launch_canary_entries(const ExecutionSpace& space, const char* label, std::int64_t capacity,
+void launch_canary_entries(const ExecutionSpace& space, const char* label, std::int64_t bound,
                            const Functor& functor) {
   constexpr bool is_gpu = TeamShape<ExecutionSpace>::is_gpu;
-  const std::int64_t entries = capacity > 0 ? capacity : 1;
+  const std::int64_t entries = bound > 0 ? bound : 1;
   const std::int64_t wave = static_cast<std::int64_t>(space.concurrency()) * (is_gpu ? 1 : 4);
   const std::int64_t launched = wave < 1 ? 1 : (wave < entries ? wave : entries);
   launch_canary_items(space, label, launched, BoundedEntries<Functor>{functor, entries, launched, !is_gpu});

@@ -91,10 +91,10 @@ void launch_after_previous(void (*kernel)(Params...), unsigned blocks, cudaStrea
   KVCANARY_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
 }
 
-// Tiles of tile_entries up to the capacity (the host's only bound on the total), at most as many
-// blocks as fit on the device at once; at least one block.
-inline unsigned grid_blocks(std::int64_t verify_capacity, int resident, std::int64_t tile_entries = kTileEntries) {
-  return capped_blocks(verify_capacity, tile_entries, resident);
+// Tiles of tile_entries up to the host's bound on the total (DeviceInputs::verify_total_bound()), at most as
+// many blocks as fit on the device at once; at least one block.
+inline unsigned grid_blocks(std::int64_t total_bound, int resident, std::int64_t tile_entries = kTileEntries) {
+  return capped_blocks(total_bound, tile_entries, resident);
 }
 
 }  // namespace CudaPersistent
@@ -139,11 +139,14 @@ struct EntriesBackend<Kokkos::Cuda> {
     const int device = space.cuda_device();
     if (!is_current_device(device)) return false;
     const cudaStream_t stream = space.cuda_stream();
+    // The grid's and the tile shape's bound on the total: the capacity, or less where the batch's shape says so
+    // (an engine's derived capacity is ~3 x its pool; the exact capacity of the perf suite is never above it).
+    const std::int64_t total_bound = in.verify_total_bound(batch_size, out.verify_capacity());
     if (batch_size <= kSmallMaxRows) {
       // Fewer 4-entry tiles than SMs: one-entry tiles, spread over the SMs.
       // An offsets-only plan (one block) queries nothing.
       const bool spread =
-          expands && grid_blocks(out.verify_capacity(), INT_MAX) < static_cast<unsigned>(sm_count(device));
+          expands && grid_blocks(total_bound, INT_MAX) < static_cast<unsigned>(sm_count(device));
       const int resident = !expands ? 1
                            : spread ? K::template small_blocks<kSpreadEntriesPerThread>(device)
                                     : K::template small_blocks<kEntriesPerThread>(device);
@@ -151,7 +154,7 @@ struct EntriesBackend<Kokkos::Cuda> {
       Kokkos::Profiling::pushRegion(expands ? "kvcanary::plan::entries[cuda_persistent_small]"
                                             : "kvcanary::plan::offsets[cuda_persistent_small]");
       const std::int64_t tile = std::int64_t(kTileThreads) * (spread ? kSpreadEntriesPerThread : kEntriesPerThread);
-      const unsigned blocks = expands ? grid_blocks(out.verify_capacity(), resident, tile) : 1u;
+      const unsigned blocks = expands ? grid_blocks(total_bound, resident, tile) : 1u;
       if (spread)
         small_plan_kernel<MemorySpace, kSpreadEntriesPerThread, Sink>
             <<<blocks, kTileThreads, 0, stream>>>(in, out, sink, batch_size);
@@ -163,7 +166,7 @@ struct EntriesBackend<Kokkos::Cuda> {
       if (resident <= 0) return false;
       Kokkos::Profiling::pushRegion(expands ? "kvcanary::plan::entries[cuda_persistent_fused]"
                                             : "kvcanary::plan::offsets[cuda_persistent_fused]");
-      const unsigned blocks = expands ? grid_blocks(out.verify_capacity(), resident) : 1u;
+      const unsigned blocks = expands ? grid_blocks(total_bound, resident) : 1u;
       fused_plan_kernel<MemorySpace, Sink><<<blocks, kTileThreads, 0, stream>>>(in, out, sink, batch_size);
     } else {
       const int resident = expands ? K::entries_blocks(device) : 1;
@@ -174,7 +177,7 @@ struct EntriesBackend<Kokkos::Cuda> {
       const unsigned row_blocks = static_cast<unsigned>((batch_size + per_block - 1) / per_block);
       rows_kernel<MemorySpace><<<row_blocks, kRowsThreads, 0, stream>>>(in, out, batch_size, per_block);
       if (expands)
-        launch_after_previous(entries_kernel<MemorySpace, Sink>, grid_blocks(out.verify_capacity(), resident), stream,
+        launch_after_previous(entries_kernel<MemorySpace, Sink>, grid_blocks(total_bound, resident), stream,
                               K::dependent_launch(device), in, out, sink, batch_size);
     }
     Kokkos::Profiling::popRegion();

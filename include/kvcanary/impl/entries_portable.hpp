@@ -4,8 +4,9 @@
 // The portable entries stage: a TeamPolicy whose teams walk tiles of the flat verify array
 // (team t takes tiles t, t + league, ...), so a few long rows and thousands of short ones load the
 // machine alike. Inside a tile the team walks the rows it overlaps, one row segment at a time. The
-// league is sized from verify_capacity, a host-known bound on the total; the real total and
-// `enable` are read on the device, so the host never waits for the offsets.
+// league is sized from a host-known bound on the total (the capacity, or the batch's rows of max_seq_len
+// when fewer: DeviceInputs::verify_total_bound()); the real total and `enable` are read on the device,
+// so the host never waits for the offsets.
 
 #include <kvcanary/impl/backend.hpp>
 #include <kvcanary/impl/entry_search.hpp>
@@ -58,7 +59,7 @@ void launch_entries_portable(const ExecutionSpace& space, const DeviceInputs<Mem
   using Functor = EntriesTeamFunctor<ExecutionSpace, MemorySpace>;
   static_assert(sizeof(Functor) < kMaxKernelArgumentBytes, "kvcanary: kernel arguments must stay small");
   const std::int64_t tile = Shape::tile_entries();
-  const std::int64_t tiles = (out.verify_capacity() + tile - 1) / tile;
+  const std::int64_t tiles = (in.verify_total_bound(batch_size, out.verify_capacity()) + tile - 1) / tile;
   const std::int64_t max_league = Shape::max_league_size(space);
   // At least one team, so that one call is always the same launches (and the same graph nodes).
   const std::int64_t league = tiles < 1 ? 1 : (tiles < max_league ? tiles : max_league);

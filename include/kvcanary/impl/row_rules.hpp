@@ -93,6 +93,17 @@ struct DeviceInputs {
     return {req_pool_indices(r), prefix_lens(r), extend_seq_lens(r), has_pool ? valid_lens(r) : 0};
   }
 
+  // A bound on the verify total the host knows from shapes alone (the totals are on the device): a good row
+  // verifies at most min(prefix, window) entries with prefix <= max_seq_len, a bad or padding row none (SPEC
+  // §3), so `batch_size` rows of max_seq_len, or of the window when it is shorter. At most `cap` (the capacity:
+  // past it the plan overflows and nothing is verified); no overflow for any extents.
+  std::int64_t verify_total_bound(std::int64_t batch_size, std::int64_t cap) const {
+    const std::int64_t row =
+        swa_window_size > 0 && swa_window_size < max_seq_len ? std::int64_t(swa_window_size) : max_seq_len;
+    if (batch_size <= 0 || row <= 0 || cap <= 0) return 0;
+    return batch_size > cap / row ? cap : (batch_size * row < cap ? batch_size * row : cap);
+  }
+
   // First position of the verify window: max(0, prefix - window) for a sliding-window group, else 0.
   KOKKOS_INLINE_FUNCTION std::int64_t window_start(std::int64_t prefix) const {
     return (swa_window_size > 0 && prefix > swa_window_size) ? prefix - swa_window_size : 0;

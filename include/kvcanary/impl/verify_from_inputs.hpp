@@ -47,7 +47,9 @@ struct VerifyFromInputsFunctor {
 
 template <class ExecutionSpace, class MemorySpace>
 void launch_verify_from_inputs(const ExecutionSpace& space, const VerifyFromInputsFunctor<MemorySpace>& functor) {
-  launch_canary_entries(space, "kvcanary::verify[from_inputs]", functor.out.verify_capacity(), functor);
+  // Entries past the host's bound on the total are never active: the launch stops there, below the capacity.
+  launch_canary_entries(space, "kvcanary::verify[from_inputs]",
+                        functor.in.verify_total_bound(functor.batch_size, functor.out.verify_capacity()), functor);
 }
 
 }  // namespace Impl
