@@ -106,8 +106,7 @@ struct BoundedEntries {
 };
 
 template <class ExecutionSpace, class Functor>
-void launch_canary_entries(const ExecutionSpace& space, const char* label, std::int64_t bound,
-                           const Functor& functor) {
+void launch_canary_entries(const ExecutionSpace& space, const char* label, std::int64_t bound, const Functor& functor) {
   constexpr bool is_gpu = TeamShape<ExecutionSpace>::is_gpu;
   const std::int64_t entries = bound > 0 ? bound : 1;
   const std::int64_t wave = static_cast<std::int64_t>(space.concurrency()) * (is_gpu ? 1 : 4);

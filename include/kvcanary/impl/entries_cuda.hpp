@@ -145,8 +145,7 @@ struct EntriesBackend<Kokkos::Cuda> {
     if (batch_size <= kSmallMaxRows) {
       // Fewer 4-entry tiles than SMs: one-entry tiles, spread over the SMs.
       // An offsets-only plan (one block) queries nothing.
-      const bool spread =
-          expands && grid_blocks(total_bound, INT_MAX) < static_cast<unsigned>(sm_count(device));
+      const bool spread = expands && grid_blocks(total_bound, INT_MAX) < static_cast<unsigned>(sm_count(device));
       const int resident = !expands ? 1
                            : spread ? K::template small_blocks<kSpreadEntriesPerThread>(device)
                                     : K::template small_blocks<kEntriesPerThread>(device);
