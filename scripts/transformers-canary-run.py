@@ -254,6 +254,21 @@ def main() -> int:
                     help="CUDA: leave torch's cuDNN attention on (default: off; docs/transformers.md, 'Device run')")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
+    # The overhead rows and halves, checked before anything runs (a device call's faults and clean traffic first).
+    try:
+        if args.rows:
+            pairs = [tuple(int(v) for v in r.split("x", 1)) for r in args.rows.split(",")]
+            if any(len(p) != 2 for p in pairs):
+                raise ValueError
+        else:  # largest batch first: the rows issue 22's targets are read on (batch 64) come before a deadline
+            pairs = [(b, int(c)) for b in sorted((int(b) for b in args.overhead.split(",") if b), reverse=True)
+                     for c in args.contexts.split(",")]
+    except ValueError:
+        ap.error(f"--rows {args.rows!r} / --overhead {args.overhead!r} / --contexts {args.contexts!r}: integers, "
+                 "rows as BATCHxCONTEXT")
+    labels = tuple(args.labels.split(","))
+    if not set(labels) <= {"off", "on"}:
+        ap.error(f"--labels is {args.labels!r}: off, on or off,on")
     if args.device == "cuda" and not args.sdpa_cudnn:
         # torch 2.11 tries cuDNN attention first on sm90; with the bias mask of transformers' paged|sdpa it builds a
         # cuDNN graph for every new key length, per thread (each generate_batch has a new one): ~70 ms a step
@@ -338,14 +353,6 @@ def main() -> int:
             + (f" — cut by the deadline short of {args.clean_steps} steps" if short else ""))
         save()
 
-    if args.rows:
-        pairs = [tuple(int(v) for v in r.split("x")) for r in args.rows.split(",")]
-    else:  # largest batch first: the rows issue 22's targets are read on (batch 64) come before a deadline
-        pairs = [(b, int(c)) for b in sorted((int(b) for b in args.overhead.split(",") if b), reverse=True)
-                 for c in args.contexts.split(",")]
-    labels = tuple(args.labels.split(","))
-    if not set(labels) <= {"off", "on"} or not labels:
-        ap.error(f"--labels is {args.labels!r}: off, on or off,on")
     if pairs:
         rows = result["overhead"] = []
         out(f"\n## Overhead (medians over the full-batch decode steps, real-KV {args.real_kv}; canary = plan + "
