@@ -17,6 +17,8 @@
 #              share of the model's step, tokens/s on/off. real-KV partial. Rows not started by its deadline are
 #              skipped. $ROWS (e.g. 64x8192,16x1024) names the rows instead, in its order; $LABELS (off or on) runs
 #              one half of each row (a row too long for one call: its halves in two calls on one warm machine).
+#              $PREFILL (alone, default, or fifo): the rows' prefill steps hold the decoding requests back, or FIFO's
+#              mixed steps (docs/transformers.md "Why a 64 x 8192 row takes minutes").
 # overhead-8b  the same with the 8B shape. With both overhead stages in one call, the 1B gets $OVERHEAD_1B_SHARE
 #              (default 0.35) of the time left, the 8B the rest.
 # The call's limit is $CALL_SECONDS (default 540, the run tool's 600 less start-up): every stage finishes, or
@@ -84,7 +86,7 @@ for shape in 1b 8b; do
   fi
   run "overhead-$shape" "$deadline" --shape "$shape" --clean-steps 0 --fault-trials 0 \
     --overhead "${BATCHES:-1,16,64}" --contexts "${CONTEXTS:-1024,8192}" --rows "${ROWS:-}" \
-    --labels "${LABELS:-off,on}" --decode "${DECODE:-16}"
+    --labels "${LABELS:-off,on}" --decode "${DECODE:-16}" --prefill "${PREFILL:-alone}"
 done
 # the run tool brings $OUT back (the reports are there already when REPORT_DIR is under it)
 if [ -n "${OUT:-}" ] && [[ "$REPORT_DIR" != "$OUT"/* ]]; then cp -r "$REPORT_DIR" "$OUT/" 2>/dev/null; fi

@@ -30,6 +30,8 @@ import time
 import torch
 import transformers
 from transformers import ContinuousBatchingConfig, GenerationConfig
+from transformers.generation.continuous_batching import scheduler as cb_scheduler
+from transformers.generation.continuous_batching.requests import RequestStatus
 
 import kvcanary.integrations.transformers as kvt
 from kvcanary.integrations import transformers_faults as faults
@@ -149,27 +151,52 @@ def run_fault(model, name, trial, vocab):
                 verdict=fault.check(report) or "caught in the step it became readable")
 
 
+class PrefillAloneScheduler(cb_scheduler.FIFOScheduler):
+    """The overhead rows' scheduler (--prefill alone): FIFO, except that while a prompt is waiting or prefilling, a
+    step holds the decoding requests back. The rows measure only the steps in which every request decodes; FIFO
+    decodes the prefilled requests alongside each later prefill chunk, and transformers' paged|sdpa computes such a
+    step's mask densely over every request's keys, so a 64 x 8192 row's prefill costs ~32x more attention under FIFO
+    (docs/transformers.md, "Why a 64 x 8192 row takes minutes"). A harness choice: no transformers source changes."""
+
+    def schedule_batch(self, token_budget, cache_budget):
+        active = self.active_requests
+        if not self.waiting_requests and all(s.status == RequestStatus.DECODING for s in active.values()):
+            return super().schedule_batch(token_budget, cache_budget)
+        self.active_requests = {k: s for k, s in active.items() if s.status != RequestStatus.DECODING}
+        try:
+            return super().schedule_batch(token_budget, cache_budget)
+        finally:  # the held-back requests keep their place; what the step admitted joins them
+            active.update(self.active_requests)
+            self.active_requests = active
+
+
+cb_scheduler.SCHEDULER_MAPPING.setdefault("kvcanary_prefill_alone", PrefillAloneScheduler)
+
+
 def progress(what, handle, t0, done, every=20.0):
     while not done.wait(every):  # len() of the handle's list of timed steps: no device call from this thread
         print(f"  {what}: {time.perf_counter() - t0:.0f} s, {len(handle.timings)} engine steps", file=sys.stderr,
               flush=True)
 
 
-def overhead(model, batch, context, decode, vocab, device, real_kv, prefill_tokens=8192, labels=("off", "on")):
+def overhead(model, batch, context, decode, vocab, device, real_kv, prefill_tokens=8192, labels=("off", "on"),
+             prefill="alone"):
     """`batch` prompts of `context` random tokens, then decode. The model's step and the canary's are averaged over
     the full-batch decode steps (every request decoding one token): the cache has room for every request and no
-    safety margin (the default FIFO margin of 15 % holds back the last prefills while the others decode), and each
-    request generates decode + (prefill steps) tokens, so that at least `decode` steps run with all requests in
-    decode even when the first prompts finish their prefill long before the last (chunked at prefill_tokens).
+    safety margin (the default FIFO margin of 15 % holds back the last prefills while the others decode). With
+    prefill "alone" (PrefillAloneScheduler) every request decodes from the step after the last prefill, so decode + 2
+    new tokens give `decode` full-batch steps; with "fifo" the first prompts decode alongside the later prefill
+    chunks (of prefill_tokens), so each request generates decode + (prefill steps) tokens.
     `labels` runs one of the two only (a row too long for one device call: its halves in two calls)."""
     r = random.Random(batch * 7919 + context)
     ps = [[r.randrange(vocab) for _ in range(context)] for _ in range(batch)]
     tokens = min(prefill_tokens, batch * context)
-    new = decode + -(-batch * context // tokens) + 2
+    new = decode + 2 + (0 if prefill == "alone" else -(-batch * context // tokens))
     blocks = batch * ((context + new + 15) // 16 + 1) + 8
     gc = GenerationConfig(max_new_tokens=new, do_sample=False, eos_token_id=-1)
-    conf = ContinuousBatchingConfig(block_size=16, num_blocks=blocks, max_batch_tokens=tokens, safety_margin=0.0)
-    out = {}
+    conf = ContinuousBatchingConfig(block_size=16, num_blocks=blocks, max_batch_tokens=tokens, safety_margin=0.0,
+                                    scheduler_type="kvcanary_prefill_alone" if prefill == "alone" else "fifo")
+    out = {"prefill": prefill}
     for label in labels:  # off: the same hook with no stage run (guard=False), for the model's step time
         handle = kvt.attach(model, kvt.CanaryConfig(mode="none", per_step=False, timing=True, real_kv=real_kv,
                                                     guard=label == "on", max_context=context + new + 16,
@@ -245,6 +272,9 @@ def main() -> int:
     ap.add_argument("--labels", default="off,on", help="the overhead runs of each row: off,on (default), off or on")
     ap.add_argument("--decode", type=int, default=32, help="full-batch decode steps per overhead row (at least)")
     ap.add_argument("--prefill-tokens", type=int, default=8192, help="max_batch_tokens of the overhead runs")
+    ap.add_argument("--prefill", choices=("alone", "fifo"), default="alone",
+                    help="overhead runs: prefill steps hold the decoding requests back (alone, default) or FIFO's "
+                         "mixed steps (the rows up to 8d0fbcb)")
     ap.add_argument("--real-kv", default="partial")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--deadline", type=float, default=None,
@@ -369,7 +399,7 @@ def main() -> int:
                 t = time.perf_counter()
                 x = dict(batch=batch, context=context, **overhead(model, batch, context, args.decode, vocab,
                                                                   args.device, args.real_kv, args.prefill_tokens,
-                                                                  labels))
+                                                                  labels, args.prefill))
                 x["seconds"] = time.perf_counter() - t
             rows.append(x)
             print(x, file=sys.stderr, flush=True)

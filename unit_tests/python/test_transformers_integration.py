@@ -256,11 +256,13 @@ def test_raise_mode_fails_the_engine_step(llama):
     assert isinstance(kvt.CanaryViolationInEngine([]), kvcanary.CanaryViolation)
 
 
-def test_overhead_run_measures_full_batch_decode_steps(llama):
+@pytest.mark.parametrize("prefill", ["fifo", "alone"])
+def test_overhead_run_measures_full_batch_decode_steps(llama, prefill):
     """The overhead table's rows come from decode steps with every request decoding. At batch > 1 the H200 run of
     6e6455a had none (nan rows): the FIFO scheduler's 15 % safety margin held the last prefills back, and the
     first requests finished decoding before the last finished their chunked prefill. Here both happen without
-    the fix (16 x 256 tokens, 512 per step: 8 prefill steps, 8 decode steps)."""
+    the fix (16 x 256 tokens, 512 per step: 8 prefill steps, 8 decode steps). With prefill "alone" no step mixes a
+    decode with a prefill chunk: 8 prefill steps, then decode + 1 full-batch steps, nothing else."""
     import importlib.util
     import pathlib
 
@@ -269,8 +271,12 @@ def test_overhead_run_measures_full_batch_decode_steps(llama):
     run = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(run)
     row = run.overhead(llama, batch=16, context=256, decode=8, vocab=1000, device="cpu", real_kv="partial",
-                       prefill_tokens=512)
+                       prefill_tokens=512, prefill=prefill)
     assert "error" not in row, row
     assert row["decode_steps_off"] >= 8 and row["decode_steps_on"] >= 8
     assert row["failed_requests_off"] == 0 == row["failed_requests_on"] and row["violations"] == 0
     assert row["canary_ms"] > 0 and row["canary_host_ms"] > 0 and row["model_ms"] > 0
+    if prefill == "alone":
+        assert row["steps_on"] == 8 + 9 == row["steps_off"] and row["decode_steps_on"] == 9, row
+    else:  # FIFO decodes the first prompts beside the later chunks: more steps than prefill + decode
+        assert row["steps_on"] > 8 + row["decode_steps_on"], row
