@@ -85,15 +85,14 @@ void launch_canary_items(const ExecutionSpace& space, const char* label, std::in
 // contiguous run on the host, and stops at its first inactive entry: Functor::item(i) checks entry i and
 // returns whether it was active (never again for a larger i). Entry 0 is item 0's first, so the call's run
 // counters move as with one work item an entry.
-template <class Functor>
+template <class Functor, bool Contiguous>
 struct BoundedEntries {
   Functor functor;
   std::int64_t entries;   // the capacity or a bound on the total below it, at least 1
   std::int64_t launched;  // 1 <= launched <= entries
-  bool contiguous;
 
   KOKKOS_INLINE_FUNCTION void operator()(const std::int64_t t) const {
-    if (contiguous) {
+    if constexpr (Contiguous) {
       const std::int64_t run = entries / launched + (entries % launched != 0 ? 1 : 0);
       const std::int64_t end = entries - t * run < run ? entries : t * run + run;
       for (std::int64_t i = t * run; i < end; ++i)
@@ -111,7 +110,7 @@ void launch_canary_entries(const ExecutionSpace& space, const char* label, std::
   const std::int64_t entries = bound > 0 ? bound : 1;
   const std::int64_t wave = static_cast<std::int64_t>(space.concurrency()) * (is_gpu ? 1 : 4);
   const std::int64_t launched = wave < 1 ? 1 : (wave < entries ? wave : entries);
-  launch_canary_items(space, label, launched, BoundedEntries<Functor>{functor, entries, launched, !is_gpu});
+  launch_canary_items(space, label, launched, BoundedEntries<Functor, !is_gpu>{functor, entries, launched});
 }
 
 // Whether a raw CUDA persistent kernel exists for a space: entries_cuda.hpp specializes it for Kokkos::Cuda.

@@ -30,11 +30,8 @@ struct VerifyFromInputsFunctor {
 
   // Entry i (launch_canary_entries()); whether it was active.
   KOKKOS_INLINE_FUNCTION bool item(const std::int64_t i) const {
-    const std::int32_t enable = out.enable(), num_valid = out.verify_num_valid();
-    const std::int64_t capacity = out.verify_capacity();
-    // clamp(verify_num_valid, 0, verify_capacity) of SPEC-CANARY §5, as DeviceVerifyPlan::active().
-    const std::int64_t active = num_valid < 0 ? 0 : (num_valid > capacity ? capacity : std::int64_t(num_valid));
-    if (!call.count_runs(i, enable, active)) return false;
+    const std::int32_t enable = out.enable();
+    if (!call.count_runs(i, enable, active_entries(out.verify_num_valid(), out.verify_capacity()))) return false;
     // i < active <= verify_offsets(bs): a batch of at least one row, and the owner row is not empty.
     const std::int64_t row = owner_row(out.verify_offsets, 0, batch_size - 1, i);
     const EntryValues v = entry_values(in, in.row_fields(row), i - out.verify_offsets(row));

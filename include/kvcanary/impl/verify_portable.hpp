@@ -15,6 +15,12 @@
 namespace kvcanary {
 namespace Impl {
 
+// clamp(verify_num_valid, 0, verify_capacity) of SPEC-CANARY §5: the entries a verify checks.
+KOKKOS_INLINE_FUNCTION std::int64_t active_entries(const std::int32_t num_valid, const std::int64_t capacity) {
+  const std::int64_t n = num_valid;
+  return n < 0 ? 0 : (n > capacity ? capacity : n);
+}
+
 template <class MemorySpace>
 struct DeviceVerifyPlan {
   using Array = Kokkos::View<const std::int64_t*, MemorySpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
@@ -37,10 +43,8 @@ struct DeviceVerifyPlan {
   }
 
   KOKKOS_INLINE_FUNCTION std::int64_t capacity() const { return static_cast<std::int64_t>(slots.extent(0)); }
-  // clamp(verify_num_valid, 0, verify_capacity) of SPEC-CANARY §5.
   KOKKOS_INLINE_FUNCTION std::int64_t active(std::int32_t num_valid_value) const {
-    const std::int64_t n = num_valid_value;
-    return n < 0 ? 0 : (n > capacity() ? capacity() : n);
+    return active_entries(num_valid_value, capacity());
   }
 };
 
