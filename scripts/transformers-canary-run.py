@@ -164,10 +164,12 @@ class PrefillAloneScheduler(cb_scheduler.FIFOScheduler):
             return super().schedule_batch(token_budget, cache_budget)
         self.active_requests = {k: s for k, s in active.items() if s.status != RequestStatus.DECODING}
         try:
-            return super().schedule_batch(token_budget, cache_budget)
+            scheduled = super().schedule_batch(token_budget, cache_budget)
         finally:  # the held-back requests keep their place; what the step admitted joins them
             active.update(self.active_requests)
             self.active_requests = active
+        # No prompt fits the cache now: the decoding requests run (FIFO's step), since only they can free blocks.
+        return scheduled if scheduled[0] else super().schedule_batch(token_budget, cache_budget)
 
 
 cb_scheduler.SCHEDULER_MAPPING.setdefault("kvcanary_prefill_alone", PrefillAloneScheduler)

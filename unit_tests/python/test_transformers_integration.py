@@ -256,13 +256,8 @@ def test_raise_mode_fails_the_engine_step(llama):
     assert isinstance(kvt.CanaryViolationInEngine([]), kvcanary.CanaryViolation)
 
 
-@pytest.mark.parametrize("prefill", ["fifo", "alone"])
-def test_overhead_run_measures_full_batch_decode_steps(llama, prefill):
-    """The overhead table's rows come from decode steps with every request decoding. At batch > 1 the H200 run of
-    6e6455a had none (nan rows): the FIFO scheduler's 15 % safety margin held the last prefills back, and the
-    first requests finished decoding before the last finished their chunked prefill. Here both happen without
-    the fix (16 x 256 tokens, 512 per step: 8 prefill steps, 8 decode steps). With prefill "alone" no step mixes a
-    decode with a prefill chunk: 8 prefill steps, then decode + 1 full-batch steps, nothing else."""
+def canary_run_script():
+    """scripts/transformers-canary-run.py as a module (it registers the kvcanary_prefill_alone scheduler)."""
     import importlib.util
     import pathlib
 
@@ -270,7 +265,17 @@ def test_overhead_run_measures_full_batch_decode_steps(llama, prefill):
     spec = importlib.util.spec_from_file_location("transformers_canary_run", path)
     run = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(run)
-    row = run.overhead(llama, batch=16, context=256, decode=8, vocab=1000, device="cpu", real_kv="partial",
+    return run
+
+
+@pytest.mark.parametrize("prefill", ["fifo", "alone"])
+def test_overhead_run_measures_full_batch_decode_steps(llama, prefill):
+    """The overhead table's rows come from decode steps with every request decoding. At batch > 1 the H200 run of
+    6e6455a had none (nan rows): the FIFO scheduler's 15 % safety margin held the last prefills back, and the
+    first requests finished decoding before the last finished their chunked prefill. Here both happen without
+    the fix (16 x 256 tokens, 512 per step: 8 prefill steps, 8 decode steps). With prefill "alone" no step mixes a
+    decode with a prefill chunk: 8 prefill steps, then decode + 1 full-batch steps, nothing else."""
+    row = canary_run_script().overhead(llama, batch=16, context=256, decode=8, vocab=1000, device="cpu", real_kv="partial",
                        prefill_tokens=512, prefill=prefill)
     assert "error" not in row, row
     assert row["decode_steps_off"] >= 8 and row["decode_steps_on"] >= 8
@@ -280,3 +285,16 @@ def test_overhead_run_measures_full_batch_decode_steps(llama, prefill):
         assert row["steps_on"] == 8 + 9 == row["steps_off"] and row["decode_steps_on"] == 9, row
     else:  # FIFO decodes the first prompts beside the later chunks: more steps than prefill + decode
         assert row["steps_on"] > 8 + row["decode_steps_on"], row
+
+
+def test_prefill_alone_decodes_when_no_prompt_fits_the_cache(llama):
+    """A cache with room for half of the prompts: holding the decoding requests back while the others wait would
+    leave nothing to schedule (transformers fails every request then); the scheduler runs FIFO's step instead."""
+    canary_run_script()
+    ps = [[(7 * i + j) % 1000 for j in range(64)] for i in range(8)]
+    gc = GenerationConfig(max_new_tokens=32, do_sample=False, eos_token_id=-1)
+    conf = ContinuousBatchingConfig(block_size=16, num_blocks=26, max_batch_tokens=128, safety_margin=0.0,
+                                    scheduler_type="kvcanary_prefill_alone")
+    out = llama.generate_batch(ps, generation_config=gc, continuous_batching_config=conf)
+    assert [getattr(v, "error", None) for v in out.values()] == [None] * 8
+    assert [len(v.generated_tokens) for v in out.values()] == [32] * 8
