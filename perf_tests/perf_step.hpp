@@ -47,6 +47,11 @@
 //                              the in-step snapshot plus end_step()
 //   step_pump_beside/<workload>/<launch>   the same with PumpSnapshot::BesideForward: the snapshot kernel on a
 //                              branch forked after before_forward()'s passes, joined by after_forward()
+//   step_pump_next_plan/<workload>/<launch>   the same with PumpSnapshot::WithNextPlan: the previous forward's
+//                              snapshot in one extra block of the step's first head plan (CUDA; the snapshot
+//                              kernel before the plan elsewhere); that group's head route is then the
+//                              offsets-only plan at every batch size, so at bs 1 and 8 pump_us_per_step also
+//                              holds the route's difference from the fused head of the copies route's steps
 //   step_pump*_with_model/<workload>/graph   (CUDA) each route with a stand-in for the model's forward between
 //                              before_forward() and after_forward() in the step, in both loops: a device copy
 //                              of kModelStandInBytes (a decode forward streams the model's weights, 2.5 GB for a
@@ -242,7 +247,8 @@ void bench_step_pump(benchmark::State& state, const WorkloadShape& shape, Launch
     call.run();
     expect_clean_step(call.canary->flush(), "eager step");
     std::unique_ptr<StepCall<ExecutionSpace>> bare_call;
-    if (route == kvcanary::PumpSnapshot::InGraph || route == kvcanary::PumpSnapshot::BesideForward) {
+    if (route == kvcanary::PumpSnapshot::InGraph || route == kvcanary::PumpSnapshot::BesideForward ||
+        route == kvcanary::PumpSnapshot::WithNextPlan) {
       bare_call =
           std::make_unique<StepCall<ExecutionSpace>>(instance.space(), *c, kvcanary::PumpSnapshot::SideStreamCopies);
       bare_call->model = call.model;
@@ -334,7 +340,8 @@ void register_step_benchmarks(const std::string& backend) {
         for (const auto& route : {std::make_pair(kvcanary::PumpSnapshot::SideStreamCopies, "step_pump"),
                                   std::make_pair(kvcanary::PumpSnapshot::Kernel, "step_pump_kernel"),
                                   std::make_pair(kvcanary::PumpSnapshot::InGraph, "step_pump_in_graph"),
-                                  std::make_pair(kvcanary::PumpSnapshot::BesideForward, "step_pump_beside")})
+                                  std::make_pair(kvcanary::PumpSnapshot::BesideForward, "step_pump_beside"),
+                                  std::make_pair(kvcanary::PumpSnapshot::WithNextPlan, "step_pump_next_plan")})
           for (const bool with_model : {false, true}) {
             if (with_model && (!is_cuda<ExecutionSpace>() || mode != Launch::Graph)) continue;
             const std::string family = std::string(route.second) + (with_model ? "_with_model/" : "/");

@@ -24,7 +24,8 @@ _CANARY_ALGORITHMS = {"default": 0, "portable": 1, "cuda": 2}
 # HeadVerify, docs/runtime.md
 _HEAD_VERIFIES = {"default": 0, "from-plan": 1, "from-inputs": 2, "from-inputs-after-plan": 3}
 # PumpSnapshot, docs/runtime.md
-_PUMP_SNAPSHOTS = {"default": 0, "side-stream-copies": 1, "kernel": 2, "in-graph": 3, "beside-forward": 4}
+_PUMP_SNAPSHOTS = {"default": 0, "side-stream-copies": 1, "kernel": 2, "in-graph": 3, "beside-forward": 4,
+                   "with-next-plan": 5}
 _KV_RECORDS = {"default": 0, "separate": 1, "interleaved": 2}  # KvRecords, docs/runtime.md
 GROUPS = ("target", "swa", "draft")
 
@@ -82,7 +83,8 @@ class CanaryConfig:
     # 'default' (CUDA: from-inputs up to 8 batch rows, else from-inputs-after-plan; host: from-plan), 'from-plan',
     # 'from-inputs', 'from-inputs-after-plan'
     head_verify: str = "default"
-    # 'default', 'side-stream-copies', 'kernel', 'in-graph', 'beside-forward' (docs/runtime.md)
+    # 'default', 'side-stream-copies', 'kernel', 'in-graph', 'beside-forward', 'with-next-plan'
+    # (docs/runtime.md)
     pump_snapshot: str = "default"
     kv_records: str = "default"           # 'default' (CUDA: interleaved; host: separate), 'separate', 'interleaved'
 

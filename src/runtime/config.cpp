@@ -77,10 +77,10 @@ void validate_config(const CanaryConfig& config) {
   if (mode < 0 || mode > static_cast<std::int32_t>(RealKvMode::All))
     Impl::throw_invalid_in(kWhere, "real_kv_mode is ", mode, ", must be 0 (none), 1 (partial) or 2 (all)");
   const auto pump = static_cast<std::int32_t>(config.pump_snapshot);
-  if (pump < 0 || pump > static_cast<std::int32_t>(PumpSnapshot::BesideForward))
+  if (pump < 0 || pump > static_cast<std::int32_t>(PumpSnapshot::WithNextPlan))
     Impl::throw_invalid_in(kWhere, "pump_snapshot is ", pump,
-                           ", must be 0 (default), 1 (side-stream copies), 2 (kernel), 3 (in graph) or 4 (beside the "
-                           "forward)");
+                           ", must be 0 (default), 1 (side-stream copies), 2 (kernel), 3 (in graph), 4 (beside the "
+                           "forward) or 5 (with the next plan)");
   const auto records = static_cast<std::int32_t>(config.kv_records);
   if (records < 0 || records > static_cast<std::int32_t>(KvRecords::Interleaved))
     Impl::throw_invalid_in(kWhere, "kv_records is ", records, ", must be 0 (default), 1 (separate) or 2 (interleaved)");

@@ -5,7 +5,8 @@
 // check must stay quiet (the replays run the canary's nodes). The default pump, the in-graph route, whose
 // snapshot the captured tail write takes in its last block (runtime/impl/pump_in_write.hpp), and the
 // beside-forward route, whose snapshot branch forks in before_forward() and joins in after_forward(): the
-// two captured in one graph (without a tail pass, so that no model write falls between them).
+// two captured in one graph (without a tail pass, so that no model write falls between them), and the
+// next-plan route, whose snapshot rides in the captured head plan's launch (without a tail pass: its route).
 
 #include "../runtime/runtime_harness.hpp"
 
@@ -24,15 +25,18 @@ void sixty_replayed_steps(kvcanary::PumpSnapshot route) {
   CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   {
     const bool beside = route == kvcanary::PumpSnapshot::BesideForward;
+    // With the next plan, no tail pass either: the target's head route is then the offsets-only plan, whose
+    // launch carries the snapshot (a tail pass keeps FromPlan and its own snapshot kernel).
+    const bool tail_pass = !beside && route != kvcanary::PumpSnapshot::WithNextPlan;
     kvcanary_runtime_test::EngineShape shape;
     shape.swa = shape.draft = true;
-    shape.real_kv = !beside;
+    shape.real_kv = tail_pass;
     kvcanary::CanaryConfig config;
     config.report_mode = kvcanary::ReportMode::Log;
     config.keep_never_written = true;
     config.ring_capacity = 1 << 14;
-    config.tail_pass = !beside;
-    config.real_kv_mode = beside ? kvcanary::RealKvMode::None : kvcanary::RealKvMode::All;
+    config.tail_pass = tail_pass;
+    config.real_kv_mode = tail_pass ? kvcanary::RealKvMode::All : kvcanary::RealKvMode::None;
     config.verify_token_assert = true;
     config.sweep_interval = 5;
     config.health_check_every_n_steps = 10;
@@ -102,6 +106,10 @@ TEST(RuntimeCudaGraph, SixtyReplayedStepsEqualTheReferenceWithTheSnapshotInTheGr
 
 TEST(RuntimeCudaGraph, SixtyReplayedStepsEqualTheReferenceWithTheSnapshotBesideTheForward) {
   sixty_replayed_steps(kvcanary::PumpSnapshot::BesideForward);
+}
+
+TEST(RuntimeCudaGraph, SixtyReplayedStepsEqualTheReferenceWithTheSnapshotInTheNextPlan) {
+  sixty_replayed_steps(kvcanary::PumpSnapshot::WithNextPlan);
 }
 
 }  // namespace

@@ -272,7 +272,7 @@ def test_raise_mode_raises_canary_violation_with_the_report():
     assert canary.flush().rows == []  # reported once
 
 
-@pytest.mark.parametrize("route", ["side-stream-copies", "kernel", "in-graph"])
+@pytest.mark.parametrize("route", ["side-stream-copies", "kernel", "in-graph", "beside-forward", "with-next-plan"])
 def test_each_pump_route_reports_the_same_row_once(route):
     expected = run_with_violation(report_mode="none").flush()
     canary = run_with_violation(report_mode="none", pump_snapshot=route)

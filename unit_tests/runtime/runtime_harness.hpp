@@ -414,7 +414,8 @@ class RuntimeHarness {
   // backends always have.
   void engine_waits_for_tokens() {
     if (config.pump_snapshot == kvcanary::PumpSnapshot::InGraph ||
-        config.pump_snapshot == kvcanary::PumpSnapshot::BesideForward)
+        config.pump_snapshot == kvcanary::PumpSnapshot::BesideForward ||
+        config.pump_snapshot == kvcanary::PumpSnapshot::WithNextPlan)
       space.fence();
   }
 

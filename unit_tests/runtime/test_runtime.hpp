@@ -231,17 +231,22 @@ TEST_F(Runtime, HeadVerifyRoutesMatchTheReferenceAndEachOther) {
 
 // The snapshot routes (PumpSnapshot): the side-stream copies, the one kernel, the in-graph mailbox written
 // by the forward's last pass or by a kernel beside the forward.
-constexpr kvcanary::PumpSnapshot kPumpRoutes[] = {kvcanary::PumpSnapshot::SideStreamCopies,
-                                                  kvcanary::PumpSnapshot::Kernel, kvcanary::PumpSnapshot::InGraph,
-                                                  kvcanary::PumpSnapshot::BesideForward};
-// The two that write the mailbox.
+constexpr kvcanary::PumpSnapshot kPumpRoutes[] = {
+    kvcanary::PumpSnapshot::SideStreamCopies, kvcanary::PumpSnapshot::Kernel, kvcanary::PumpSnapshot::InGraph,
+    kvcanary::PumpSnapshot::BesideForward, kvcanary::PumpSnapshot::WithNextPlan};
+// The three that write the mailbox.
 constexpr kvcanary::PumpSnapshot kMailboxRoutes[] = {kvcanary::PumpSnapshot::InGraph,
-                                                     kvcanary::PumpSnapshot::BesideForward};
+                                                     kvcanary::PumpSnapshot::BesideForward,
+                                                     kvcanary::PumpSnapshot::WithNextPlan};
+
+// How many forwards a route's newest snapshot trails the device: the next plan takes forward N's at forward N + 1.
+inline int mail_lag(kvcanary::PumpSnapshot route) { return route == kvcanary::PumpSnapshot::WithNextPlan ? 1 : 0; }
 
 inline const char* route_name(kvcanary::PumpSnapshot route) {
   return route == kvcanary::PumpSnapshot::Kernel          ? "kernel route"
          : route == kvcanary::PumpSnapshot::InGraph       ? "in-graph route"
          : route == kvcanary::PumpSnapshot::BesideForward ? "beside-forward route"
+         : route == kvcanary::PumpSnapshot::WithNextPlan  ? "next-plan route"
                                                           : "side-stream route";
 }
 
@@ -301,8 +306,8 @@ TEST_F(Runtime, PumpWindowAndRingOverflowLoseNothingTheRingKept) {
 }
 
 TEST_F(Runtime, KernelAndMailboxRoutesMatchTheReferenceOnEveryGroup) {
-  for (const auto route :
-       {kvcanary::PumpSnapshot::Kernel, kvcanary::PumpSnapshot::InGraph, kvcanary::PumpSnapshot::BesideForward}) {
+  for (const auto route : {kvcanary::PumpSnapshot::Kernel, kvcanary::PumpSnapshot::InGraph,
+                           kvcanary::PumpSnapshot::BesideForward, kvcanary::PumpSnapshot::WithNextPlan}) {
     SCOPED_TRACE(route_name(route));
     Harness h(every_group(), every_group_config(route, kvcanary::RealKvMode::Partial), 7);
     expect_every_group_matches(h);
@@ -388,9 +393,9 @@ TEST_F(Runtime, InGraphHostFarBehindTakesTheLostSlotsRowsFromTheRing) {
     EXPECT_TRUE(h.reports.back().health_errors.empty());
     EXPECT_EQ(h.reports.back().step, 6);
     // The windows the device mailed (two rows a forward once the ring holds them), the lost slots' too: more
-    // than the slots still held.
+    // than the slots still held. With the next plan, the last forward's snapshot is not taken yet.
     const std::size_t taken = h.reported[0].size() - before;
-    EXPECT_GE(taken, 2u * (kForwards - 1)) << "of " << h.ref[0].ring.rows.size();
+    EXPECT_GE(taken, 2u * (kForwards - 1 - mail_lag(route))) << "of " << h.ref[0].ring.rows.size();
     EXPECT_LE(taken, 2u * kForwards);
     for (int s = 0; s < 3; ++s) h.step(false, true);
     EXPECT_TRUE(h.reports.back().health_errors.empty());
@@ -418,14 +423,20 @@ TEST_F(Runtime, InGraphHealthCheckQuietOnACleanRunOfUnevenSteps) {
       config.report_mode = kvcanary::ReportMode::Raise;
       Harness h(shape, config, 9);
       forward_only(h, false);  // a warmup forward before the first end_step(): not the host's
+      std::vector<std::int64_t> step_of_forward;
       for (int s = 1; s <= 300; ++s) {
         const int forwards = s % 7 == 0 ? 0 : s % 5 == 0 ? 2 : 1;
-        for (int f = 0; f < forwards; ++f) forward_only(h, false);
+        for (int f = 0; f < forwards; ++f) {
+          forward_only(h, false);
+          step_of_forward.push_back(s);
+        }
         if (s % 4 == 0) h.sweep();
         h.record(h.canary->end_step(forwards));
         ASSERT_TRUE(h.reports.back().health_errors.empty()) << "step " << s;
         ASSERT_TRUE(h.reports.back().violations.rows.empty()) << "step " << s;
-        if (forwards > 0) ASSERT_EQ(h.reports.back().step, s);  // the host backends never trail
+        // The host backends never trail: the newest forward's snapshot (the one before it with the next plan).
+        const std::size_t newest = step_of_forward.size() - static_cast<std::size_t>(mail_lag(route));
+        if (forwards > 0 && newest > 0) ASSERT_EQ(h.reports.back().step, step_of_forward[newest - 1]) << "step " << s;
       }
       h.record(h.canary->flush());
       EXPECT_TRUE(h.reports.back().health_errors.empty());
@@ -448,20 +459,25 @@ TEST_F(Runtime, InGraphHealthCheckFiresOnceWhenAForwardSkipsTheCanary) {
     ASSERT_EQ(errors.size(), 1u);
     // The skipped forward took no snapshot: the snapshots trail the host's count by one from step 15 on. The
     // host backends allow no trail at a check; CUDA allows kLagSlack forwards there, and flush() says it exactly.
+    // With the next plan, the check at step 20 reads forward 20's snapshot at step 21.
     constexpr std::int64_t kLagSlack = kvcanary::Impl::PumpLagSlack<Space>::value;
-    EXPECT_NE(errors[0].find(kLagSlack == 0 ? "canary not running: between step 10 and step 20, 1 of the forwards "
-                                              "end_step() was told of ran without the canary's snapshot (the newest "
-                                              "is forward 20 of 21)"
-                                            : "canary not running: at flush (step 35) 1 of the forwards end_step() was "
-                                              "told of ran without the canary's snapshot (the newest is forward 34 of "
-                                              "35"),
+    const bool next_plan = route == kvcanary::PumpSnapshot::WithNextPlan;
+    EXPECT_NE(errors[0].find(kLagSlack > 0 ? "canary not running: at flush (step 35) 1 of the forwards end_step() was "
+                                             "told of ran without the canary's snapshot (the newest is forward 34 of "
+                                             "35"
+                             : next_plan ? "canary not running: between step 10 and step 20, 1 of the forwards "
+                                           "end_step() was told of ran without the canary's snapshot (the newest is "
+                                           "forward 20 of 22)"
+                                         : "canary not running: between step 10 and step 20, 1 of the forwards "
+                                           "end_step() was told of ran without the canary's snapshot (the newest is "
+                                           "forward 20 of 21)"),
               std::string::npos)
         << errors[0];
     EXPECT_NE(std::find(lines.begin(), lines.end(), errors[0]), lines.end());
 
     // One pass skipped while the snapshot was taken: the counters say it. In the graph the snapshot goes with
-    // the tail, so a head is skipped; beside the forward it goes with the head, so a tail is.
-    const bool beside = route == kvcanary::PumpSnapshot::BesideForward;
+    // the tail, so a head is skipped; beside the forward and with the next plan it goes with the head, so a tail is.
+    const bool beside = route == kvcanary::PumpSnapshot::BesideForward || next_plan;
     EngineShape shape;
     shape.real_kv = true;
     config = quiet();
@@ -496,8 +512,9 @@ TEST_F(Runtime, InGraphHealthCheckFiresOnceWhenAForwardSkipsTheCanary) {
     config.pump_snapshot = route;
     config.health_check_every_n_steps = 10;
     config.report_mode = kvcanary::ReportMode::Raise;
-    // Step 10's snapshot, one forward behind: read at step 11 (CUDA's checks allow the trail; flush() says it).
-    EXPECT_EQ(step_raising_not_running(config), kLagSlack == 0 ? 11 : 0);
+    // Step 10's snapshot, one forward behind: read at step 11, or 12 with the next plan (CUDA's checks allow the
+    // trail; flush() says it).
+    EXPECT_EQ(step_raising_not_running(config), kLagSlack > 0 ? 0 : 11 + mail_lag(route));
   }
 }
 
@@ -516,6 +533,12 @@ TEST_F(Runtime, InGraphEndStepReadsAnEarlierForwardWhenTheDeviceLags) {
     EXPECT_TRUE(h.reports.back().violations.rows.empty());
     forward_only(h, true);            // forward 5, a corruption its head sees
     h.record(h.canary->end_step(0));  // nothing ran since the last end_step(), says the host; the device did
+    if (route == kvcanary::PumpSnapshot::WithNextPlan) {
+      EXPECT_EQ(h.reports.back().step, 4);  // forward 4's snapshot, taken by forward 5's plan
+      EXPECT_TRUE(h.reports.back().violations.rows.empty());
+      forward_only(h, false);  // forward 6 takes forward 5's
+      h.record(h.canary->end_step(0));
+    }
     EXPECT_EQ(h.reports.back().step, 5);
     EXPECT_FALSE(h.reports.back().violations.rows.empty());
     const std::size_t rows = h.reported[0].size();
@@ -523,7 +546,8 @@ TEST_F(Runtime, InGraphEndStepReadsAnEarlierForwardWhenTheDeviceLags) {
     h.record(h.canary->end_step(0));
     EXPECT_EQ(h.reported[0].size(), rows);
     for (int s = 0; s < 3; ++s) h.step(false, true);
-    EXPECT_EQ(h.reports.back().step, 11);  // steps 9-11 ran forwards 6-8
+    // Steps 9-11 ran forwards 6-8 (with the next plan: steps 10-12, after the extra step above).
+    EXPECT_EQ(h.reports.back().step, 11 + mail_lag(route));
     h.record(h.canary->flush());
     EXPECT_EQ(Harness::sorted(h.reported[0]), Harness::sorted(h.ref[0].ring.rows));
   }

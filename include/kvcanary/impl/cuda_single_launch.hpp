@@ -28,10 +28,14 @@ constexpr std::int64_t kSmallMaxRows = 32;            // small_plan_kernel gives
 // The whole plan in one launch, for batch_size <= kFusedMaxRows (one row per thread). Every block
 // scans the rows into shared memory (one round of loads), block 0 also writes the WritePlan, the
 // scalars, the status and the workspace's verify_offsets, then all blocks expand their tiles.
-template <class MemorySpace, class Sink>
+template <class MemorySpace, class Sink, class Rider = NoRider>
 __global__ void __launch_bounds__(kTileThreads)
     fused_plan_kernel(const DeviceInputs<MemorySpace> in, const DeviceOutputs<MemorySpace> out, const Sink sink,
-                      const std::int64_t batch_size) {
+                      const std::int64_t batch_size, const Rider rider = Rider{}) {
+  if constexpr (Rider::kActive) {
+    if (blockIdx.x == gridDim.x - 1) return rider.ride(threadIdx.x, blockDim.x);
+    if (blockIdx.x == 0 && threadIdx.x == 0) rider.before_scalars();
+  }
   using BlockScan = cub::BlockScan<ScanPair, kTileThreads>;
   __shared__ std::int64_t offsets[kFusedMaxRows + 1];
   __shared__ RowFields rows[kFusedMaxRows];  // the tile phase reads row inputs here, not from global memory
@@ -76,10 +80,14 @@ __global__ void __launch_bounds__(kTileThreads)
 // barrier: every warp scans the rows itself (shuffles; the status is part of the scan value) into its
 // own slice of shared memory and expands its share of each tile from it. Warp 0 of block 0 also
 // writes the WritePlan, the scalars and the status. Tiles of kTileThreads * kPerThread entries.
-template <class MemorySpace, int kPerThread, class Sink>
+template <class MemorySpace, int kPerThread, class Sink, class Rider = NoRider>
 __global__ void __launch_bounds__(kTileThreads)
     small_plan_kernel(const DeviceInputs<MemorySpace> in, const DeviceOutputs<MemorySpace> out, const Sink sink,
-                      const std::int64_t batch_size) {
+                      const std::int64_t batch_size, const Rider rider = Rider{}) {
+  if constexpr (Rider::kActive) {
+    if (blockIdx.x == gridDim.x - 1) return rider.ride(threadIdx.x, blockDim.x);
+    if (blockIdx.x == 0 && threadIdx.x == 0) rider.before_scalars();
+  }
   constexpr int kWarps = kTileThreads / 32;
   __shared__ std::int64_t offsets[kWarps][kSmallMaxRows + 1];
   __shared__ RowFields rows[kWarps][kSmallMaxRows];

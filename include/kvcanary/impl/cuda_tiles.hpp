@@ -84,6 +84,17 @@ struct SkipEntries {
 template <class Sink>
 constexpr bool expands_entries = !std::is_same<Sink, SkipEntries>::value;
 
+// A second job an offsets-only plan may carry in one extra block of its first launch (the runtime's pump
+// snapshot, runtime/impl/pump_in_plan.hpp), so that the job costs the stream no launch of its own. The extra
+// block is the grid's last: it calls ride() with all its threads and does nothing else. The thread that writes
+// the plan's scalars calls before_scalars() first, at the start of its kernel, and the scalars it then writes
+// are the only device words the plan's launch writes that a rider may read. NoRider: none.
+struct NoRider {
+  static constexpr bool kActive = false;
+  __device__ void before_scalars() const {}
+  __device__ void ride(int /*thread*/, int /*threads*/) const {}
+};
+
 // A tile inside one row, the common case when rows are longer than a tile: the row's inputs and
 // base pointers once, then per entry one req_to_token load, one pool load and the stores. Entries of
 // a warp have consecutive positions, so an entry's predecessor slot is the slot of the lane below

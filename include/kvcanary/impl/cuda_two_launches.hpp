@@ -67,10 +67,15 @@ __device__ inline void let_entries_kernel_start() {
 // earlier rows add up to, which it re-reads itself: no block waits on another, and the last block,
 // having seen every row, writes the totals and the status. Writes the workspace's verify_offsets,
 // the WritePlan, the scalars and the status.
-template <class MemorySpace>
+template <class MemorySpace, class Rider = NoRider>
 __global__ void __launch_bounds__(kRowsThreads)
     rows_kernel(const DeviceInputs<MemorySpace> in, const DeviceOutputs<MemorySpace> out, const std::int64_t batch_size,
-                const std::int64_t rows_per_block) {
+                const std::int64_t rows_per_block, const Rider rider = Rider{}) {
+  const unsigned row_blocks = gridDim.x - (Rider::kActive ? 1u : 0u);  // a rider's block is the grid's last
+  if constexpr (Rider::kActive) {
+    if (blockIdx.x == row_blocks) return rider.ride(threadIdx.x, blockDim.x);
+    if (blockIdx.x == row_blocks - 1 && threadIdx.x == 0) rider.before_scalars();
+  }
   using BlockScan = cub::BlockScan<ScanPair, kRowsThreads>;
   using BlockReduce = cub::BlockReduce<RowsSummary, kRowsThreads>;
   __shared__ union {
@@ -109,7 +114,7 @@ __global__ void __launch_bounds__(kRowsThreads)
     carry = ScanPairSum()(carry, aggregate);
     __syncthreads();  // storage is reused by the next chunk; status is complete after the last
   }
-  if (blockIdx.x == gridDim.x - 1 && threadIdx.x == 0) {
+  if (blockIdx.x == row_blocks - 1 && threadIdx.x == 0) {
     // carry already counts the earlier rows' lengths: only their status is added to this block's.
     const RowsSummary own{ScanPair{0, 0u}, status.error_bits, status.first_bad_row};
     const RowsSummary all = RowsSummarySum()(before, own);

@@ -123,19 +123,24 @@ struct EntriesBackend<Kokkos::Cuda> {
 
   // plan_and_verify()'s offsets-only plan, when its verify runs after the plan (verify[from_inputs]): the
   // same kernels with no tile expanded, one block up to 256 rows, the rows kernel alone above. Same return.
-  template <class MemorySpace>
+  // With a Rider (cuda_tiles.hpp): its job in one extra block of the first launch.
+  template <class MemorySpace, class Rider = CudaPersistent::NoRider>
   static bool plan_offsets(const Kokkos::Cuda& space, const DeviceInputs<MemorySpace>& in,
-                           const DeviceOutputs<MemorySpace>& out, std::int64_t batch_size) {
-    return plan(space, in, out, batch_size, CudaPersistent::SkipEntries{});
+                           const DeviceOutputs<MemorySpace>& out, std::int64_t batch_size,
+                           const Rider& rider = Rider{}) {
+    return plan(space, in, out, batch_size, CudaPersistent::SkipEntries{}, rider);
   }
 
   // The same with each verify entry handed to `sink` (cuda_tiles.hpp) instead of stored.
-  template <class MemorySpace, class Sink>
+  template <class MemorySpace, class Sink, class Rider = CudaPersistent::NoRider>
   static bool plan(const Kokkos::Cuda& space, const DeviceInputs<MemorySpace>& in,
-                   const DeviceOutputs<MemorySpace>& out, std::int64_t batch_size, const Sink& sink) {
+                   const DeviceOutputs<MemorySpace>& out, std::int64_t batch_size, const Sink& sink,
+                   const Rider& rider = Rider{}) {
     using namespace CudaPersistent;
     using K = Kernels<MemorySpace, Sink>;
     constexpr bool expands = expands_entries<Sink>;
+    static_assert(!Rider::kActive || !expands, "only an offsets-only plan carries a rider (its grid is one block)");
+    constexpr unsigned rider_blocks = Rider::kActive ? 1u : 0u;
     const int device = space.cuda_device();
     if (!is_current_device(device)) return false;
     const cudaStream_t stream = space.cuda_stream();
@@ -158,15 +163,16 @@ struct EntriesBackend<Kokkos::Cuda> {
         small_plan_kernel<MemorySpace, kSpreadEntriesPerThread, Sink>
             <<<blocks, kTileThreads, 0, stream>>>(in, out, sink, batch_size);
       else
-        small_plan_kernel<MemorySpace, kEntriesPerThread, Sink>
-            <<<blocks, kTileThreads, 0, stream>>>(in, out, sink, batch_size);
+        small_plan_kernel<MemorySpace, kEntriesPerThread, Sink, Rider>
+            <<<blocks + rider_blocks, kTileThreads, 0, stream>>>(in, out, sink, batch_size, rider);
     } else if (batch_size <= kFusedMaxRows) {
       const int resident = expands ? K::fused_blocks(device) : 1;
       if (resident <= 0) return false;
       Kokkos::Profiling::pushRegion(expands ? "kvcanary::plan::entries[cuda_persistent_fused]"
                                             : "kvcanary::plan::offsets[cuda_persistent_fused]");
       const unsigned blocks = expands ? grid_blocks(total_bound, resident) : 1u;
-      fused_plan_kernel<MemorySpace, Sink><<<blocks, kTileThreads, 0, stream>>>(in, out, sink, batch_size);
+      fused_plan_kernel<MemorySpace, Sink, Rider>
+          <<<blocks + rider_blocks, kTileThreads, 0, stream>>>(in, out, sink, batch_size, rider);
     } else {
       const int resident = expands ? K::entries_blocks(device) : 1;
       if (resident <= 0) return false;
@@ -174,7 +180,8 @@ struct EntriesBackend<Kokkos::Cuda> {
                                             : "kvcanary::plan::offsets[cuda_persistent]");
       const std::int64_t per_block = rows_per_block(batch_size);
       const unsigned row_blocks = static_cast<unsigned>((batch_size + per_block - 1) / per_block);
-      rows_kernel<MemorySpace><<<row_blocks, kRowsThreads, 0, stream>>>(in, out, batch_size, per_block);
+      rows_kernel<MemorySpace, Rider>
+          <<<row_blocks + rider_blocks, kRowsThreads, 0, stream>>>(in, out, batch_size, per_block, rider);
       if (expands)
         launch_after_previous(entries_kernel<MemorySpace, Sink>, grid_blocks(total_bound, resident), stream,
                               K::dependent_launch(device), in, out, sink, batch_size);

@@ -27,6 +27,7 @@
 #include <kvcanary/runtime/impl/counter_block.hpp>
 #include <kvcanary/runtime/impl/defaults.hpp>
 #include <kvcanary/runtime/impl/pump_in_graph.hpp>
+#include <kvcanary/runtime/impl/pump_in_plan.hpp>
 #include <kvcanary/runtime/impl/pump_in_write.hpp>
 #include <kvcanary/runtime/impl/pump_snapshot.hpp>
 #include <kvcanary/runtime/impl/side_channel.hpp>
@@ -90,14 +91,17 @@ class Canary {
     if (config_.swa_divergence_every_n_steps > 0) last_batch_ = batch;
     Kokkos::Profiling::pushRegion("kvcanary::Canary::before_forward");
     join_branch();  // a previous forward's branch, when its after_forward() was not called
+    if (with_next_plan() && riding_group_ < 0) Impl::launch_pump_in_graph(space_, in_graph_kernel_);  // no group is on
     // On the in-graph route the snapshot goes with the forward's last canary pass: this one's last write unless
     // a tail pass follows.
     const int last = in_last_pass() && !config_.tail_pass ? last_written([](const Group& g) { return g.on; }) : -1;
     for (Group& g : groups_) {
       if (!g.on) continue;
-      plan_and_check(head_verify_route(g, batch.req_pool_indices.extent(0)), plan_inputs(g, batch), g.head_plan,
-                     g.write_plan, g.status, g.workspace, g.head_targets,
-                     g.ring_for(Stage::Verify, g.head_targets[0].kernel_kind));
+      const HeadVerify route = head_verify_route(g, batch.req_pool_indices.extent(0));
+      const PlanInputs<Memory> inputs = plan_inputs(g, batch);
+      const ViolationRing<Memory>& ring = g.ring_for(Stage::Verify, g.head_targets[0].kernel_kind);
+      if (!(g.index == riding_group_ && mail_with_plan(route, g, inputs, ring)))
+        plan_and_check(route, inputs, g.head_plan, g.write_plan, g.status, g.workspace, g.head_targets, ring);
       write_k_and_v(g, step_tokens(tokens_of(g, batch)), g.head_write, g.index == last);
     }
     if (beside_forward())
@@ -474,7 +478,29 @@ class Canary {
   // after before_forward() takes one: after_forward()'s tail verify reads them; the write passes read the
   // WritePlan only, and sweep() plans its own entries.
   HeadVerify head_verify_route(const Group& g, std::int64_t batch_rows) const {
-    return g.tail ? HeadVerify::FromPlan : Impl::resolve<ExecutionSpace>(config_.head_verify, batch_rows);
+    if (g.tail) return HeadVerify::FromPlan;
+    // The group whose plan carries the snapshot takes the offsets-only plan on CUDA at every batch size.
+    if (g.index == riding_group_ && config_.head_verify == HeadVerify::Default &&
+        Impl::EntriesBackend<ExecutionSpace>::has_cuda_persistent)
+      return HeadVerify::FromInputsAfterPlan;
+    return Impl::resolve<ExecutionSpace>(config_.head_verify, batch_rows);
+  }
+
+  // PumpSnapshot::WithNextPlan, the group whose head plan goes first: the previous forward's snapshot in one
+  // extra block of its plan's launch (runtime/impl/pump_in_plan.hpp) when its route is the offsets-only plan
+  // and CUDA's kernels take it, else the snapshot kernel right before the plan; true: the head pass is done.
+  bool mail_with_plan(HeadVerify route, const Group& g, const PlanInputs<Memory>& inputs,
+                      const ViolationRing<Memory>& ring) {
+    if (route == HeadVerify::FromInputsAfterPlan) {
+      VerifyOptions options = verify_options();
+      options.algorithm = CanaryAlgorithm::Portable;
+      if (Impl::PlanMailCarrier<ExecutionSpace>::plan_and_verify(space_, plan_mail_, inputs, g.head_plan, g.write_plan,
+                                                                 g.status, g.workspace, g.head_targets, ring,
+                                                                 config_.plan_options, options))
+        return true;
+    }
+    Impl::launch_pump_in_graph(space_, in_graph_kernel_);
+    return false;
   }
 
   // A plan and its verify by `route`: FromPlan stores the entries and reads them back; the two FromInputs routes
@@ -724,10 +750,15 @@ class Canary {
 
   // The mailbox routes: the snapshot in the forward's last pass, or beside the forward.
   bool in_graph() const {
-    return config_.pump_snapshot == PumpSnapshot::InGraph || config_.pump_snapshot == PumpSnapshot::BesideForward;
+    return config_.pump_snapshot == PumpSnapshot::InGraph || config_.pump_snapshot == PumpSnapshot::BesideForward ||
+           with_next_plan();
   }
   bool in_last_pass() const { return config_.pump_snapshot == PumpSnapshot::InGraph; }
   bool beside_forward() const { return config_.pump_snapshot == PumpSnapshot::BesideForward; }
+  bool with_next_plan() const { return config_.pump_snapshot == PumpSnapshot::WithNextPlan; }
+  // How many forwards the newest snapshot the device can have written trails the device's forwards: with the
+  // next plan, forward N's snapshot is taken when forward N + 1 starts.
+  std::int64_t mail_lag() const { return with_next_plan() ? 1 : 0; }
 
   // PumpSnapshot::BesideForward: the snapshot kernel on a branch forked from the engine's stream after the
   // forward's head passes; the model's forward runs on the stream meanwhile. Nothing of the canary runs
@@ -775,6 +806,16 @@ class Canary {
       w.rows[g.index] = g.on ? g.rows.data() : nullptr;
       w.count_index[g.index] = Block::group_base(g.index) + Block::kCount;
     }
+    if (!with_next_plan()) return;
+    for (const Group& g : groups_)
+      if (g.on) {
+        riding_group_ = g.index;
+        break;
+      }
+    plan_handoff_ = Kokkos::View<std::int64_t*, Memory>(Kokkos::view_alloc(space_, "kvcanary::Canary::pump_plan_handoff"), 3);
+    plan_mail_.writer = w;
+    plan_mail_.handoff = plan_handoff_.data();
+    plan_mail_.scalars_at = Block::group_base(riding_group_ < 0 ? 0 : riding_group_) + Block::kFlags;
   }
 
   // The device's row cursors to the host's first unreported rows, after a synchronous read (flush(),
@@ -810,7 +851,7 @@ class Canary {
       // Beside the forward, forward k's snapshot is taken before its tail pass, which counts in k + 1's: a
       // constant lag of one tail that the health check's differences between two snapshots cancel.
       add_launches(e.expected, forward_launches_, k);
-      e.swa_divergence = k == 1 && divergence_next_;
+      e.swa_divergence = k == 1 && divergence_next_ && !with_next_plan();
       e.divergence_forwards = divergence_forwards_;
       forward_ring_[static_cast<std::size_t>(e.forwards_total % kForwardRing)] = e;
     }
@@ -823,6 +864,7 @@ class Canary {
       divergence_next_ = true;
       divergence_forwards_ = forwards_;
     }
+    if (with_next_plan()) expect_before_next_forward();
     // Until the first snapshot is read, wait for the device once (flush() always has): the offset that read
     // fixes must count the warmup forwards only, not a device still behind (an engine that queues its next
     // step before it waits).
@@ -831,6 +873,21 @@ class Canary {
     read_in_graph(report, step_, fence);
     deliver_report(report);
     return report;
+  }
+
+  // WithNextPlan: the newest forward's snapshot is taken when the next forward's plan starts, so it holds
+  // everything launched until then: its forward, the sweeps after it and an SWA divergence kernel this
+  // end_step() launched. Not yet taken (the engine starts the next forward after this call); a step without
+  // forwards adds its sweeps and kernels to the same forward's expectation.
+  void expect_before_next_forward() {
+    Snapshot* e = forwards_ < 1 ? nullptr : &forward_ring_[static_cast<std::size_t>(forwards_ % kForwardRing)];
+    if (e == nullptr || e->forwards_total != forwards_) return;
+    e->expected = expected_;
+    e->sweeps = sweeps_;
+    if (divergence_due_) {
+      e->swa_divergence = true;
+      e->divergence_forwards = forwards_;
+    }
   }
 
   // Every mailbox slot after the last one read, in order (runtime/impl/pump_in_graph.hpp): their rows go to
@@ -883,7 +940,7 @@ class Canary {
     for (Group& g : groups_)
       if (g.on) g.window_end = taken[g.index];
     if (!seq_offset_known_) {
-      seq_offset_ = newest - forwards_;
+      seq_offset_ = newest - (forwards_ - mail_lag());
       seq_offset_known_ = true;
     }
     const std::int64_t forward = newest - seq_offset_;
@@ -1158,6 +1215,10 @@ class Canary {
   Kokkos::View<std::int64_t, Memory> forward_seq_;
   Kokkos::View<std::int64_t*, Memory> mailed_;  // per group: rows the snapshots have mailed (the device's cursor)
   Kokkos::View<std::int64_t*, Kokkos::HostSpace> mailed_host_;
+  // WithNextPlan: the group whose head plan carries the snapshot (-1: none), and what that plan needs
+  int riding_group_ = -1;
+  Kokkos::View<std::int64_t*, Memory> plan_handoff_;
+  Impl::PlanMail plan_mail_;
   std::vector<Snapshot> forward_ring_;  // by forward number modulo kForwardRing
   std::int64_t last_seq_ = 0, seq_offset_ = 0, lag_base_ = 0, sweeps_at_last_step_ = 0, divergence_forwards_ = 0;
   bool seq_offset_known_ = false, divergence_next_ = false;

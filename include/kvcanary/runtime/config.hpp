@@ -32,6 +32,11 @@ enum class PumpSnapshot {
   // before_forward()'s passes, joined by after_forward() (call both each forward; capture both in one
   // graph, or neither), so that it runs beside the model's forward instead of after the canary's last pass.
   BesideForward,
+  // The mailbox, forward N's snapshot written by one extra block of forward N + 1's first head plan (an
+  // offsets-only plan; on CUDA, the head route FromInputsAfterPlan, which Default then takes for that group at
+  // every batch size): no launch, event or copy of its own. A forward's rows arrive once the next forward has
+  // started, or at flush() (docs/runtime.md).
+  WithNextPlan,
 };
 
 // How before_forward() runs a group's head verify (docs/runtime.md, "Decisions").

@@ -34,6 +34,51 @@
 
 namespace kvcanary {
 
+namespace Impl {
+
+// plan_and_verify()'s host checks and its verify functor: everything is checked before any launch.
+template <class ExecutionSpace, class MemorySpace>
+VerifyFromInputsFunctor<MemorySpace> checked_from_inputs(const PlanInputs<MemorySpace>& inputs,
+                                                         const VerifyPlan<MemorySpace>& verify_plan,
+                                                         const WritePlan<MemorySpace>& write_plan,
+                                                         const PlanStatus<MemorySpace>& status,
+                                                         const PlanWorkspace<MemorySpace>& workspace,
+                                                         const std::vector<VerifyTarget<MemorySpace>>& targets,
+                                                         const ViolationRing<MemorySpace>& ring,
+                                                         const VerifyOptions& verify_options) {
+  static_assert(Kokkos::is_execution_space<ExecutionSpace>::value,
+                "kvcanary::plan_and_verify: the first argument must be a Kokkos execution space instance");
+  static_assert(Kokkos::is_memory_space<MemorySpace>::value,
+                "kvcanary::plan_and_verify: the plan types must be templated on a Kokkos memory space");
+  static_assert(Kokkos::SpaceAccessibility<ExecutionSpace, MemorySpace>::accessible,
+                "kvcanary::plan_and_verify: the plan's memory space must be accessible from the execution space");
+  constexpr const char* kWhere = "plan_and_verify";
+  validate(inputs, verify_plan, write_plan, status, workspace);
+  check_verify_plan(kWhere, verify_plan);
+  VerifyFromInputsFunctor<MemorySpace> functor{};
+  functor.call = make_verify_call<MemorySpace>(kWhere, targets, ring, verify_options);
+  functor.in = DeviceInputs<MemorySpace>(inputs);
+  functor.out = DeviceOutputs<MemorySpace>(verify_plan, write_plan, status, workspace);
+  functor.has_identities = inputs.req_identities.has_value();
+  if (functor.has_identities)
+    functor.req_identities = DeviceVector<MemorySpace>(inputs.req_identities->data(), inputs.req_identities->extent(0));
+  functor.batch_size = inputs.batch_size();
+  return functor;
+}
+
+// The launches after the plan's: the identity copy (SPEC-CANARY §11.7: write_identities only, the entries'
+// identities are the rows', never stored), then verify[from_inputs] unless the plan's kernels checked.
+template <class ExecutionSpace, class MemorySpace>
+void launch_after_plan(const ExecutionSpace& space, const PlanInputs<MemorySpace>& inputs,
+                       const VerifyPlan<MemorySpace>& verify_plan, const WritePlan<MemorySpace>& write_plan,
+                       const VerifyFromInputsFunctor<MemorySpace>& functor, bool checked) {
+  if (inputs.req_identities)
+    launch_identities(space, inputs, verify_plan, write_plan, functor.out, functor.batch_size, false);
+  if (!checked) launch_verify_from_inputs(space, functor);
+}
+
+}  // namespace Impl
+
 template <class ExecutionSpace, class MemorySpace>
 void plan_and_verify(const ExecutionSpace& space, const PlanInputs<MemorySpace>& inputs,
                      const VerifyPlan<MemorySpace>& verify_plan, const WritePlan<MemorySpace>& write_plan,
@@ -41,27 +86,9 @@ void plan_and_verify(const ExecutionSpace& space, const PlanInputs<MemorySpace>&
                      const std::vector<VerifyTarget<MemorySpace>>& targets, const ViolationRing<MemorySpace>& ring,
                      const PlanOptions& plan_options = PlanOptions{},
                      const VerifyOptions& verify_options = VerifyOptions{}) {
-  static_assert(Kokkos::is_execution_space<ExecutionSpace>::value,
-                "kvcanary::plan_and_verify: the first argument must be a Kokkos execution space instance");
-  static_assert(Kokkos::is_memory_space<MemorySpace>::value,
-                "kvcanary::plan_and_verify: the plan types must be templated on a Kokkos memory space");
-  static_assert(Kokkos::SpaceAccessibility<ExecutionSpace, MemorySpace>::accessible,
-                "kvcanary::plan_and_verify: the plan's memory space must be accessible from the execution space");
-
   // Every host check of both calls, before any launch.
-  constexpr const char* kWhere = "plan_and_verify";
-  validate(inputs, verify_plan, write_plan, status, workspace);
-  Impl::check_verify_plan(kWhere, verify_plan);
-  Impl::VerifyFromInputsFunctor<MemorySpace> functor{};
-  functor.call = Impl::make_verify_call<MemorySpace>(kWhere, targets, ring, verify_options);
-  functor.in = Impl::DeviceInputs<MemorySpace>(inputs);
-  functor.out = Impl::DeviceOutputs<MemorySpace>(verify_plan, write_plan, status, workspace);
-  functor.has_identities = inputs.req_identities.has_value();
-  if (functor.has_identities)
-    functor.req_identities =
-        Impl::DeviceVector<MemorySpace>(inputs.req_identities->data(), inputs.req_identities->extent(0));
-  functor.batch_size = inputs.batch_size();
-
+  const auto functor = Impl::checked_from_inputs<ExecutionSpace>(inputs, verify_plan, write_plan, status, workspace,
+                                                                 targets, ring, verify_options);
   Kokkos::Profiling::pushRegion("kvcanary::plan_and_verify");
   using Backend = Impl::EntriesBackend<ExecutionSpace>;
   bool checked = false;  // by the plan's own kernels
@@ -73,12 +100,38 @@ void plan_and_verify(const ExecutionSpace& space, const PlanInputs<MemorySpace>&
   }
   if (!checked)
     Impl::launch_plan(space, functor.in, functor.out, functor.batch_size, plan_options, Impl::VerifyEntries::Skip);
-  // SPEC-CANARY §11.7: write_identities only (the entries' identities are the rows', never stored).
-  if (inputs.req_identities)
-    Impl::launch_identities(space, inputs, verify_plan, write_plan, functor.out, functor.batch_size, false);
-  if (!checked) Impl::launch_verify_from_inputs(space, functor);
+  Impl::launch_after_plan(space, inputs, verify_plan, write_plan, functor, checked);
   Kokkos::Profiling::popRegion();
 }
+
+#ifdef KOKKOS_ENABLE_CUDA
+namespace Impl {
+
+// plan_and_verify() with its verify after an offsets-only plan (verify_options.algorithm Portable's route),
+// whose first launch also carries `rider`'s job in one extra block (cuda_tiles.hpp; the runtime's pump
+// snapshot). Returns false, having checked everything but launched nothing, where CUDA's persistent kernels
+// decline (plan_options.algorithm Portable, another device): the caller then does the job its own way first
+// and calls plan_and_verify().
+template <class MemorySpace, class Rider>
+bool plan_and_verify_carrying(const Kokkos::Cuda& space, const PlanInputs<MemorySpace>& inputs,
+                              const VerifyPlan<MemorySpace>& verify_plan, const WritePlan<MemorySpace>& write_plan,
+                              const PlanStatus<MemorySpace>& status, const PlanWorkspace<MemorySpace>& workspace,
+                              const std::vector<VerifyTarget<MemorySpace>>& targets,
+                              const ViolationRing<MemorySpace>& ring, const PlanOptions& plan_options,
+                              const VerifyOptions& verify_options, const Rider& rider) {
+  const auto functor = checked_from_inputs<Kokkos::Cuda>(inputs, verify_plan, write_plan, status, workspace, targets,
+                                                         ring, verify_options);
+  if (plan_options.algorithm == EntriesAlgorithm::Portable) return false;
+  Kokkos::Profiling::pushRegion("kvcanary::plan_and_verify");
+  const bool carried =
+      EntriesBackend<Kokkos::Cuda>::plan_offsets(space, functor.in, functor.out, functor.batch_size, rider);
+  if (carried) launch_after_plan(space, inputs, verify_plan, write_plan, functor, false);
+  Kokkos::Profiling::popRegion();
+  return carried;
+}
+
+}  // namespace Impl
+#endif
 
 }  // namespace kvcanary
 

@@ -114,6 +114,14 @@ struct MailboxWriter {
     return items;
   }
 
+  // Stores word i < CounterBlock::kSize of the counter block, read by the caller, in its place; returns its
+  // share of the checksum.
+  KOKKOS_INLINE_FUNCTION std::uint64_t put(std::int64_t i, const std::int64_t* header, std::int64_t value) const {
+    const std::int64_t at = MailboxLayout::kHeader + i;
+    slot(header)[at] = value;
+    return mailbox_word_hash(at, value);
+  }
+
   // Stores item i in its place; returns its share of the checksum.
   KOKKOS_INLINE_FUNCTION std::uint64_t store(std::int64_t i, const std::int64_t* header) const {
     std::int64_t at = MailboxLayout::kHeader + i, value = 0;

@@ -6,6 +6,7 @@
 // mailbox (impl/write_cuda.hpp's epilogue). Elsewhere (host backends, the portable write) nothing is folded
 // and the caller launches the snapshot's own kernel after the write.
 
+#include <kvcanary/runtime/impl/mail_by_block.hpp>
 #include <kvcanary/runtime/impl/pump_in_graph.hpp>
 #include <kvcanary/stages/write.hpp>
 
@@ -26,8 +27,7 @@ struct MailFold {
 };
 
 #ifdef KOKKOS_ENABLE_CUDA
-// The snapshot by the write's last block: the MailboxWriter's steps with the block's threads, the checksum
-// summed by warp shuffles and one word a warp.
+// The snapshot by the write's last block (mail_by_block.hpp).
 struct MailboxEpilogue {
   static constexpr bool kActive = true;
   static_assert(MailboxWriter::kOpenItems <= CudaWrite::kLanes, "a write block's threads open every item at once");
@@ -36,21 +36,9 @@ struct MailboxEpilogue {
 
   __device__ void operator()(int thread, int threads) const {
     __shared__ std::int64_t header[MailboxWriter::kHeaderWords];
-    __shared__ std::uint64_t by_warp[CudaWrite::kMaxWarps];
     if (thread < MailboxWriter::kOpenItems) writer.open(thread, header);  // a write block has >= 32 threads
     __syncthreads();
-    std::uint64_t sum = 0;
-    const std::int64_t words = writer.words(header);
-    for (std::int64_t i = thread; i < words; i += threads) sum += writer.store(i, header);
-    for (int offset = CudaWrite::kLanes / 2; offset > 0; offset /= 2)
-      sum += __shfl_down_sync(CudaWrite::kAllLanes, sum, offset);
-    if (thread % CudaWrite::kLanes == 0) by_warp[thread / CudaWrite::kLanes] = sum;
-    __syncthreads();
-    if (thread == 0) {
-      std::uint64_t total = 0;
-      for (int w = 0; w < threads / CudaWrite::kLanes; ++w) total += by_warp[w];
-      writer.close(header, total);
-    }
+    store_and_close_by_block(writer, header, thread, threads);
   }
 };
 
