@@ -32,10 +32,9 @@ template <class MemorySpace, class Sink, class Rider = NoRider>
 __global__ void __launch_bounds__(kTileThreads)
     fused_plan_kernel(const DeviceInputs<MemorySpace> in, const DeviceOutputs<MemorySpace> out, const Sink sink,
                       const std::int64_t batch_size, const Rider rider = Rider{}) {
-  if constexpr (Rider::kActive) {
+  if constexpr (Rider::kActive)
     if (blockIdx.x == gridDim.x - 1) return rider.ride(threadIdx.x, blockDim.x);
-    if (blockIdx.x == 0 && threadIdx.x == 0) rider.before_scalars();
-  }
+  const std::int64_t rider_token = blockIdx.x == 0 && threadIdx.x == 0 ? rider.before_scalars() : 0;
   using BlockScan = cub::BlockScan<ScanPair, kTileThreads>;
   __shared__ std::int64_t offsets[kFusedMaxRows + 1];
   __shared__ RowFields rows[kFusedMaxRows];  // the tile phase reads row inputs here, not from global memory
@@ -65,8 +64,8 @@ __global__ void __launch_bounds__(kTileThreads)
   if (leader && r == 0) out.verify_offsets(batch_size) = totals.verify;
   __syncthreads();
   if (leader && threadIdx.x == 0) {
-    write_totals(out, batch_size, totals.verify, totals.write, status.error_bits,
-                 bad_row_or_none(status.first_bad_row));
+    rider.after_scalars(rider_token, write_totals(out, batch_size, totals.verify, totals.write, status.error_bits,
+                                                  bad_row_or_none(status.first_bad_row)));
     sink.count_runs(totals.verify, out.verify_capacity());
   }
   zero_write_offsets_tail(out, batch_size);
@@ -84,10 +83,9 @@ template <class MemorySpace, int kPerThread, class Sink, class Rider = NoRider>
 __global__ void __launch_bounds__(kTileThreads)
     small_plan_kernel(const DeviceInputs<MemorySpace> in, const DeviceOutputs<MemorySpace> out, const Sink sink,
                       const std::int64_t batch_size, const Rider rider = Rider{}) {
-  if constexpr (Rider::kActive) {
+  if constexpr (Rider::kActive)
     if (blockIdx.x == gridDim.x - 1) return rider.ride(threadIdx.x, blockDim.x);
-    if (blockIdx.x == 0 && threadIdx.x == 0) rider.before_scalars();
-  }
+  const std::int64_t rider_token = blockIdx.x == 0 && threadIdx.x == 0 ? rider.before_scalars() : 0;
   constexpr int kWarps = kTileThreads / 32;
   __shared__ std::int64_t offsets[kWarps][kSmallMaxRows + 1];
   __shared__ RowFields rows[kWarps][kSmallMaxRows];
@@ -117,8 +115,8 @@ __global__ void __launch_bounds__(kTileThreads)
     }
     if (r == 0) {
       out.verify_offsets(batch_size) = all.lengths.verify;
-      write_totals(out, batch_size, all.lengths.verify, all.lengths.write, all.error_bits,
-                   bad_row_or_none(all.first_bad_row));
+      rider.after_scalars(rider_token, write_totals(out, batch_size, all.lengths.verify, all.lengths.write,
+                                                    all.error_bits, bad_row_or_none(all.first_bad_row)));
       sink.count_runs(all.lengths.verify, out.verify_capacity());
     }
   }

@@ -11,6 +11,7 @@
 #ifdef KOKKOS_ENABLE_CUDA
 
 #include <kvcanary/impl/entry_search.hpp>
+#include <kvcanary/impl/offsets.hpp>
 
 #include <cuda_runtime.h>
 
@@ -87,11 +88,13 @@ constexpr bool expands_entries = !std::is_same<Sink, SkipEntries>::value;
 // A second job an offsets-only plan may carry in one extra block of its first launch (the runtime's pump
 // snapshot, runtime/impl/pump_in_plan.hpp), so that the job costs the stream no launch of its own. The extra
 // block is the grid's last: it calls ride() with all its threads and does nothing else. The thread that writes
-// the plan's scalars calls before_scalars() first, at the start of its kernel, and the scalars it then writes
-// are the only device words the plan's launch writes that a rider may read. NoRider: none.
+// the plan's scalars calls token = before_scalars() at the start of its kernel and after_scalars(token, the
+// verify scalars it wrote) after them; those scalars are the only device words the plan's launch writes that a
+// rider may read. NoRider: none.
 struct NoRider {
   static constexpr bool kActive = false;
-  __device__ void before_scalars() const {}
+  __device__ std::int64_t before_scalars() const { return 0; }
+  __device__ void after_scalars(std::int64_t /*token*/, const VerifyScalars& /*scalars*/) const {}
   __device__ void ride(int /*thread*/, int /*threads*/) const {}
 };
 

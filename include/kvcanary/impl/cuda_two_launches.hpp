@@ -72,10 +72,9 @@ __global__ void __launch_bounds__(kRowsThreads)
     rows_kernel(const DeviceInputs<MemorySpace> in, const DeviceOutputs<MemorySpace> out, const std::int64_t batch_size,
                 const std::int64_t rows_per_block, const Rider rider = Rider{}) {
   const unsigned row_blocks = gridDim.x - (Rider::kActive ? 1u : 0u);  // a rider's block is the grid's last
-  if constexpr (Rider::kActive) {
+  if constexpr (Rider::kActive)
     if (blockIdx.x == row_blocks) return rider.ride(threadIdx.x, blockDim.x);
-    if (blockIdx.x == row_blocks - 1 && threadIdx.x == 0) rider.before_scalars();
-  }
+  const std::int64_t rider_token = blockIdx.x == row_blocks - 1 && threadIdx.x == 0 ? rider.before_scalars() : 0;
   using BlockScan = cub::BlockScan<ScanPair, kRowsThreads>;
   using BlockReduce = cub::BlockReduce<RowsSummary, kRowsThreads>;
   __shared__ union {
@@ -118,7 +117,8 @@ __global__ void __launch_bounds__(kRowsThreads)
     // carry already counts the earlier rows' lengths: only their status is added to this block's.
     const RowsSummary own{ScanPair{0, 0u}, status.error_bits, status.first_bad_row};
     const RowsSummary all = RowsSummarySum()(before, own);
-    write_totals(out, batch_size, carry.verify, carry.write, all.error_bits, bad_row_or_none(all.first_bad_row));
+    rider.after_scalars(rider_token, write_totals(out, batch_size, carry.verify, carry.write, all.error_bits,
+                                                  bad_row_or_none(all.first_bad_row)));
   }
   zero_write_offsets_tail(out, batch_size);
 }

@@ -32,20 +32,28 @@ KOKKOS_INLINE_FUNCTION std::int32_t bad_row_or_none(std::int32_t first_bad_row) 
   return first_bad_row == kNoBadRow ? -1 : first_bad_row;
 }
 
-// Row bs of the offsets: the totals and every scalar of the plan (SPEC §4).
+// The verify pass's four int32 scalars a plan writes (VerifyPlan's, then PlanStatus's).
+struct VerifyScalars {
+  std::int32_t enable, num_valid, input_error_bits, first_bad_row;
+};
+
+// Row bs of the offsets: the totals and every scalar of the plan (SPEC §4). Returns the verify scalars.
 template <class MemorySpace>
-KOKKOS_INLINE_FUNCTION void write_totals(const DeviceOutputs<MemorySpace>& out, std::int64_t batch_size,
-                                         std::int64_t verify_total, std::uint64_t write_total, std::int32_t error_bits,
-                                         std::int32_t first_bad_row) {
+KOKKOS_INLINE_FUNCTION VerifyScalars write_totals(const DeviceOutputs<MemorySpace>& out, std::int64_t batch_size,
+                                                  std::int64_t verify_total, std::uint64_t write_total,
+                                                  std::int32_t error_bits, std::int32_t first_bad_row) {
   const std::int64_t capacity = out.verify_capacity();
   const bool overflow = verify_total > capacity;
+  const VerifyScalars scalars{overflow ? 0 : 1, static_cast<std::int32_t>(overflow ? capacity : verify_total),
+                              error_bits, first_bad_row};
   out.verify_offsets(batch_size) = verify_total;
   out.write_offsets(batch_size) = static_cast<std::int64_t>(write_total);
-  out.verify_num_valid() = static_cast<std::int32_t>(overflow ? capacity : verify_total);
-  out.enable() = overflow ? 0 : 1;
+  out.verify_num_valid() = scalars.num_valid;
+  out.enable() = scalars.enable;
   out.write_num_valid_reqs() = static_cast<std::int32_t>(batch_size);
   out.input_error_bits() = error_bits;
   out.first_bad_row() = first_bad_row;
+  return scalars;
 }
 
 template <class MemorySpace>

@@ -812,10 +812,15 @@ class Canary {
         riding_group_ = g.index;
         break;
       }
-    plan_handoff_ = Kokkos::View<std::int64_t*, Memory>(Kokkos::view_alloc(space_, "kvcanary::Canary::pump_plan_handoff"), 3);
     plan_mail_.writer = w;
-    plan_mail_.handoff = plan_handoff_.data();
     plan_mail_.scalars_at = Block::group_base(riding_group_ < 0 ? 0 : riding_group_) + Block::kFlags;
+    plan_handover_ = Kokkos::View<std::int64_t*, Memory>(Kokkos::view_alloc(space_, "kvcanary::Canary::pump_plan_handover"),
+                                                         Impl::PlanMail::kWords);
+    plan_mail_.handover = plan_handover_.data();
+    // The first launch's snapshot reads copy 1: the scalars as they start.
+    const auto copy = std::make_pair(Impl::PlanMail::kCopies + 2, Impl::PlanMail::kCopies + 4);
+    const auto scalars = std::make_pair(plan_mail_.scalars_at, plan_mail_.scalars_at + 2);
+    Kokkos::deep_copy(space_, Kokkos::subview(plan_handover_, copy), Kokkos::subview(block_, scalars));
   }
 
   // The device's row cursors to the host's first unreported rows, after a synchronous read (flush(),
@@ -1217,7 +1222,7 @@ class Canary {
   Kokkos::View<std::int64_t*, Kokkos::HostSpace> mailed_host_;
   // WithNextPlan: the group whose head plan carries the snapshot (-1: none), and what that plan needs
   int riding_group_ = -1;
-  Kokkos::View<std::int64_t*, Memory> plan_handoff_;
+  Kokkos::View<std::int64_t*, Memory> plan_handover_;
   Impl::PlanMail plan_mail_;
   std::vector<Snapshot> forward_ring_;  // by forward number modulo kForwardRing
   std::int64_t last_seq_ = 0, seq_offset_ = 0, lag_base_ = 0, sweeps_at_last_step_ = 0, divergence_forwards_ = 0;

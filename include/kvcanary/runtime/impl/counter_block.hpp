@@ -8,6 +8,8 @@
 
 #include <kvcanary/stages/canary_types.hpp>
 
+#include <cstdint>
+
 namespace kvcanary {
 namespace Impl {
 
@@ -44,6 +46,13 @@ struct CounterBlock {
   static constexpr int slot_runs(int stage, int tag) { return kSlotRuns + stage * kKernelKinds + tag; }
   static constexpr int int32_index(int flag) { return 2 * kFlags + flag; }
 };
+
+// Two int32 flags as the block holds them in one int64 word: `first` in the low half (little-endian: x86 and
+// NVIDIA GPUs), as CounterBlock::int32_index() addresses them.
+KOKKOS_INLINE_FUNCTION std::int64_t pack_int32_pair(std::int32_t first, std::int32_t second) {
+  return static_cast<std::int64_t>(static_cast<std::uint64_t>(static_cast<std::uint32_t>(first)) |
+                                   (static_cast<std::uint64_t>(static_cast<std::uint32_t>(second)) << 32));
+}
 
 }  // namespace Impl
 }  // namespace kvcanary

@@ -6,11 +6,11 @@
 // an offsets-only plan of one block up to 256 rows (the rows kernel above), so it adds no launch, no event and
 // no work after the forward's last pass. Everything it reads is final while that plan runs: forward N's passes
 // and the sweeps after it are done (stream order), the passes after this plan have not started, and the plan
-// writes none of the counter block but its pass's scalars (two words). Those two the plan's scalar-writing
-// thread hands over first: at the start of its kernel it copies their old values into `handoff` and raises
-// handoff[0]; the snapshot block waits for it, takes them and lowers it for the next launch (one writer, one
-// reader a launch). Elsewhere (host backends, a plan the CUDA kernels decline) the runtime launches the
-// one-team snapshot kernel before the plan instead.
+// writes none of the counter block but its pass's scalars (two words). Those two the snapshot takes from a copy
+// instead, with no wait and no fence on either side: the plan's scalar-writing thread also writes what it wrote
+// into copy (launch & 1) of two, `launch` counting its launches; the snapshot block, counting its own (the same
+// launches), reads the previous launch's copy, which this launch's writer does not touch. Elsewhere (host
+// backends, a plan the CUDA kernels decline) the runtime launches the one-team snapshot kernel before the plan.
 
 #include <kvcanary/runtime/impl/counter_block.hpp>
 #include <kvcanary/runtime/impl/pump_in_graph.hpp>
@@ -30,57 +30,50 @@
 namespace kvcanary {
 namespace Impl {
 
-// What the carrying plan needs: the snapshot's writer, the handoff words ([0] raised, [1, 2] the scalars' old
-// values; device memory, zero before the first launch) and where the plan's scalars are in the counter block.
+// What the carrying plan needs: the snapshot's writer, where the plan's two scalar words are in the counter
+// block, and the handover words (device memory): the writer's and the snapshot's launch counts, then the two
+// copies of the scalar words. The Canary sets copy 1 to the scalars' initial words (what the first launch's
+// snapshot reads) and the rest to 0.
 struct PlanMail {
+  static constexpr int kWriterLaunches = 0, kSnapshotLaunches = 1, kCopies = 2, kWords = kCopies + 4;
   MailboxWriter writer;
-  std::int64_t* handoff = nullptr;
+  std::int64_t* handover = nullptr;
   int scalars_at = 0;
 };
 
 #ifdef KOKKOS_ENABLE_CUDA
 struct PlanMailRider {
   static constexpr bool kActive = true;
-  static constexpr int kPollThread = 32;  // the second warp waits while the first opens the slot
-  static constexpr long kMaxPolls = 1l << 20;
-  static_assert(MailboxWriter::kOpenItems <= kPollThread, "the first warp opens every item");
   static_assert(CudaPersistent::kTileThreads >= CounterBlock::kSize && CudaPersistent::kRowsThreads >= CounterBlock::kSize,
                 "a plan block's threads hold a word of the counter block each");
   PlanMail mail;
 
-  __device__ static std::int64_t load(const std::int64_t* word) { return *static_cast<const volatile std::int64_t*>(word); }
-  __device__ static void store(std::int64_t* word, std::int64_t value) { *static_cast<volatile std::int64_t*>(word) = value; }
-
-  // The plan's scalar-writing thread, before it writes them (same thread, same words: in order).
-  __device__ void before_scalars() const {
-    const std::int64_t first = load(mail.writer.block + mail.scalars_at);
-    const std::int64_t second = load(mail.writer.block + mail.scalars_at + 1);
-    store(mail.handoff + 1, first);
-    store(mail.handoff + 2, second);
-    __threadfence();
-    store(mail.handoff, 1);
+  // The plan's scalar-writing thread: its launch count at the start, then the scalars it wrote, packed as the
+  // counter block holds them (CounterBlock's flag order, int32 pairs in int64 words).
+  __device__ std::int64_t before_scalars() const { return mail.handover[PlanMail::kWriterLaunches]; }
+  __device__ void after_scalars(std::int64_t launch, const VerifyScalars& s) const {
+    std::int64_t* copy = mail.handover + PlanMail::kCopies + 2 * (launch & 1);
+    copy[0] = pack_int32_pair(s.enable, s.num_valid);
+    copy[1] = pack_int32_pair(s.input_error_bits, s.first_bad_row);
+    mail.handover[PlanMail::kWriterLaunches] = launch + 1;
   }
 
   // The extra block (kTileThreads or kRowsThreads threads, at least the counter block's words). Each thread
-  // loads its word of the counter block at once, while the first warp opens the slot and the second waits for
-  // the handoff: one round trip to device memory before the stores, not three in a row.
+  // loads its word of the counter block at once, while the first warp opens the slot and thread 32 finds the
+  // previous launch's copy: two round trips to device memory before the stores.
   __device__ void ride(int thread, int threads) const {
     __shared__ std::int64_t header[MailboxWriter::kHeaderWords];
-    __shared__ std::int64_t held[2];
-    __shared__ bool handed;
-    const std::int64_t mine = thread < CounterBlock::kSize ? load(mail.writer.block + thread) : 0;
+    __shared__ std::int64_t copied[2];
+    const std::int64_t mine = thread < CounterBlock::kSize ? mail.writer.block[thread] : 0;
     if (thread < MailboxWriter::kOpenItems) mail.writer.open(thread, header);
-    if (thread == kPollThread) {
-      // The plan's block starts with the handoff; the bound only keeps a device that never ran it from hanging
-      // (the snapshot then takes the two words as they are).
-      long polls = 0;
-      while (load(mail.handoff) == 0 && ++polls < kMaxPolls) {
-      }
-      __threadfence();
-      handed = polls < kMaxPolls;
-      held[0] = load(mail.handoff + 1);
-      held[1] = load(mail.handoff + 2);
-      if (handed) store(mail.handoff, 0);
+    if (thread == 32) {
+      static_assert(MailboxWriter::kOpenItems <= 32, "the first warp opens every item");
+      std::int64_t* launches = mail.handover + PlanMail::kSnapshotLaunches;
+      const std::int64_t launch = *launches;
+      const std::int64_t* copy = mail.handover + PlanMail::kCopies + 2 * ((launch + 1) & 1);
+      copied[0] = copy[0];
+      copied[1] = copy[1];
+      *launches = launch + 1;
     }
     __syncthreads();
     std::uint64_t sum = 0;
@@ -91,7 +84,7 @@ struct PlanMailRider {
         continue;
       }
       const std::int64_t k = i - mail.scalars_at;  // i == thread here: threads >= the block's words
-      sum += mail.writer.put(i, header, handed && k >= 0 && k < 2 ? held[k] : mine);
+      sum += mail.writer.put(i, header, k >= 0 && k < 2 ? copied[k] : mine);
     }
     sum_and_close_by_block(mail.writer, header, sum, thread, threads);
   }
