@@ -59,8 +59,8 @@ struct PlanMailRider {
   }
 
   // The extra block (kTileThreads or kRowsThreads threads, at least the counter block's words). Each thread
-  // loads its word of the counter block at once, while the first warp opens the slot and thread 32 finds the
-  // previous launch's copy: two round trips to device memory before the stores.
+  // loads its word of the counter block at once, while the first warp opens the slot and thread 32 takes the
+  // previous launch's copy: one round trip to device memory before the stores.
   __device__ void ride(int thread, int threads) const {
     __shared__ std::int64_t header[MailboxWriter::kHeaderWords];
     __shared__ std::int64_t copied[2];
@@ -68,11 +68,13 @@ struct PlanMailRider {
     if (thread < MailboxWriter::kOpenItems) mail.writer.open(thread, header);
     if (thread == 32) {
       static_assert(MailboxWriter::kOpenItems <= 32, "the first warp opens every item");
+      // Both copies loaded with the count (one round trip, not two), then the previous launch's kept.
       std::int64_t* launches = mail.handover + PlanMail::kSnapshotLaunches;
-      const std::int64_t launch = *launches;
-      const std::int64_t* copy = mail.handover + PlanMail::kCopies + 2 * ((launch + 1) & 1);
-      copied[0] = copy[0];
-      copied[1] = copy[1];
+      const std::int64_t* copies = mail.handover + PlanMail::kCopies;
+      const std::int64_t launch = *launches, even[2] = {copies[0], copies[1]}, odd[2] = {copies[2], copies[3]};
+      const bool previous_odd = ((launch + 1) & 1) != 0;
+      copied[0] = previous_odd ? odd[0] : even[0];
+      copied[1] = previous_odd ? odd[1] : even[1];
       *launches = launch + 1;
     }
     __syncthreads();
