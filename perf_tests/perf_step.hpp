@@ -116,13 +116,16 @@ struct StepCall {
   canary::StepTokens tokens;                            // host copy, for the reference
   const ModelStandIn<ExecutionSpace>* model = nullptr;  // between the two passes when set
 
+  // `same_memory`: a call whose inputs, tokens and target K and V records this one uses too (a second Canary
+  // over the same memory, so that two routes compare with the same placement of what their kernels read).
   StepCall(const ExecutionSpace& space_, const VerifyCase& c,
            kvcanary::PumpSnapshot pump = kvcanary::PumpSnapshot::Default,
            kvcanary::HeadVerify head_verify = kvcanary::HeadVerify::Default,
-           kvcanary::KvRecords records = kvcanary::KvRecords::Default, bool derived_capacity = false)
+           kvcanary::KvRecords records = kvcanary::KvRecords::Default, bool derived_capacity = false,
+           const StepCall* same_memory = nullptr)
       : space(space_) {
     const Inputs& in = c.workload.inputs;
-    inputs = kvcanary::upload_inputs(space, in);
+    inputs = same_memory ? same_memory->inputs : kvcanary::upload_inputs(space, in);
     for (std::size_t r = 0; r < in.req_pool_indices.size(); ++r) {
       const std::int64_t rp = in.req_pool_indices[r];
       for (std::int64_t j = 0; j < in.extend_seq_lens[r]; ++j) {
@@ -135,10 +138,16 @@ struct StepCall {
       }
     }
     tokens.chain_position_assert = 1;
-    input_ids = kvcanary::Impl::upload<std::int64_t, Memory>(space, "kvcanary_perf::input_ids", tokens.input_ids);
-    positions = kvcanary::Impl::upload<std::int64_t, Memory>(space, "kvcanary_perf::positions", tokens.positions);
-    out_cache_loc =
-        kvcanary::Impl::upload<std::int64_t, Memory>(space, "kvcanary_perf::out_cache_loc", tokens.out_cache_loc);
+    if (same_memory) {
+      input_ids = same_memory->input_ids;
+      positions = same_memory->positions;
+      out_cache_loc = same_memory->out_cache_loc;
+    } else {
+      input_ids = kvcanary::Impl::upload<std::int64_t, Memory>(space, "kvcanary_perf::input_ids", tokens.input_ids);
+      positions = kvcanary::Impl::upload<std::int64_t, Memory>(space, "kvcanary_perf::positions", tokens.positions);
+      out_cache_loc =
+          kvcanary::Impl::upload<std::int64_t, Memory>(space, "kvcanary_perf::out_cache_loc", tokens.out_cache_loc);
+    }
 
     kvcanary::CanaryConfig config;
     config.report_mode = kvcanary::ReportMode::None;
@@ -155,9 +164,15 @@ struct StepCall {
     kvcanary::EngineTables<Memory> tables;
     tables.req_to_token = inputs.req_to_token;
     if (config.verify_token_assert) tables.expected_tokens = *inputs.req_to_verify_expected_tokens;
-    tables.target.k = kvcanary::upload_canary_buffer(space, c.stamped);
-    tables.target.v = kvcanary::upload_canary_buffer(space, c.stamped);
-    if (records == kvcanary::KvRecords::Interleaved) {
+    if (same_memory) {
+      config.kv_records = records;
+      tables.target.k = same_memory->canary->k_buffer(kvcanary::GroupKind::Target);
+      tables.target.v = same_memory->canary->v_buffer(kvcanary::GroupKind::Target);
+    } else {
+      tables.target.k = kvcanary::upload_canary_buffer(space, c.stamped);
+      tables.target.v = kvcanary::upload_canary_buffer(space, c.stamped);
+    }
+    if (records == kvcanary::KvRecords::Interleaved && !same_memory) {
       // The layout the Canary gives the records it owns with KvRecords::Interleaved (a slot's K, then its V;
       // stride 64), holding the workload's stamped records.
       config.kv_records = records;
@@ -249,8 +264,10 @@ void bench_step_pump(benchmark::State& state, const WorkloadShape& shape, Launch
     std::unique_ptr<StepCall<ExecutionSpace>> bare_call;
     if (route == kvcanary::PumpSnapshot::InGraph || route == kvcanary::PumpSnapshot::BesideForward ||
         route == kvcanary::PumpSnapshot::WithNextPlan) {
-      bare_call =
-          std::make_unique<StepCall<ExecutionSpace>>(instance.space(), *c, kvcanary::PumpSnapshot::SideStreamCopies);
+      // The same memory as the pump's call: the steps differ by the route alone, not by where their data lie.
+      bare_call = std::make_unique<StepCall<ExecutionSpace>>(
+          instance.space(), *c, kvcanary::PumpSnapshot::SideStreamCopies, kvcanary::HeadVerify::Default,
+          kvcanary::KvRecords::Default, false, &call);
       bare_call->model = call.model;
       bare_call->run();
       expect_clean_step(bare_call->canary->flush(), "eager step without the pump");
