@@ -235,12 +235,13 @@ constexpr kvcanary::PumpSnapshot kPumpRoutes[] = {
     kvcanary::PumpSnapshot::SideStreamCopies, kvcanary::PumpSnapshot::Kernel, kvcanary::PumpSnapshot::InGraph,
     kvcanary::PumpSnapshot::BesideForward, kvcanary::PumpSnapshot::WithNextPlan};
 // The three that write the mailbox.
-constexpr kvcanary::PumpSnapshot kMailboxRoutes[] = {kvcanary::PumpSnapshot::InGraph,
-                                                     kvcanary::PumpSnapshot::BesideForward,
-                                                     kvcanary::PumpSnapshot::WithNextPlan};
+constexpr kvcanary::PumpSnapshot kMailboxRoutes[] = {
+    kvcanary::PumpSnapshot::InGraph, kvcanary::PumpSnapshot::BesideForward, kvcanary::PumpSnapshot::WithNextPlan};
 
 // How many forwards a route's newest snapshot trails the device: the next plan takes forward N's at forward N + 1.
-inline int mail_lag(kvcanary::PumpSnapshot route) { return route == kvcanary::PumpSnapshot::WithNextPlan ? 1 : 0; }
+inline int mail_lag(kvcanary::PumpSnapshot route) {
+  return route == kvcanary::PumpSnapshot::WithNextPlan ? 1 : 0;
+}
 
 inline const char* route_name(kvcanary::PumpSnapshot route) {
   return route == kvcanary::PumpSnapshot::Kernel          ? "kernel route"
@@ -462,19 +463,20 @@ TEST_F(Runtime, InGraphHealthCheckFiresOnceWhenAForwardSkipsTheCanary) {
     // With the next plan, the check at step 20 reads forward 20's snapshot at step 21.
     constexpr std::int64_t kLagSlack = kvcanary::Impl::PumpLagSlack<Space>::value;
     const bool next_plan = route == kvcanary::PumpSnapshot::WithNextPlan;
-    EXPECT_NE(errors[0].find(kLagSlack > 0 && next_plan ? "canary not running: at flush (step 35) 1 of the forwards "
-                                                          "end_step() was told of ran without the canary's snapshot "
-                                                          "(the newest is forward 33 of 35"
-                             : kLagSlack > 0 ? "canary not running: at flush (step 35) 1 of the forwards end_step() was "
-                                               "told of ran without the canary's snapshot (the newest is forward 34 of "
-                                               "35"
-                             : next_plan ? "canary not running: between step 10 and step 20, 1 of the forwards "
-                                           "end_step() was told of ran without the canary's snapshot (the newest is "
-                                           "forward 20 of 22)"
-                                         : "canary not running: between step 10 and step 20, 1 of the forwards "
-                                           "end_step() was told of ran without the canary's snapshot (the newest is "
-                                           "forward 20 of 21)"),
-              std::string::npos)
+    EXPECT_NE(
+        errors[0].find(kLagSlack > 0 && next_plan ? "canary not running: at flush (step 35) 1 of the forwards "
+                                                    "end_step() was told of ran without the canary's snapshot "
+                                                    "(the newest is forward 33 of 35"
+                       : kLagSlack > 0 ? "canary not running: at flush (step 35) 1 of the forwards end_step() was "
+                                         "told of ran without the canary's snapshot (the newest is forward 34 of "
+                                         "35"
+                       : next_plan     ? "canary not running: between step 10 and step 20, 1 of the forwards "
+                                         "end_step() was told of ran without the canary's snapshot (the newest is "
+                                         "forward 20 of 22)"
+                                       : "canary not running: between step 10 and step 20, 1 of the forwards "
+                                         "end_step() was told of ran without the canary's snapshot (the newest is "
+                                         "forward 20 of 21)"),
+        std::string::npos)
         << errors[0];
     EXPECT_NE(std::find(lines.begin(), lines.end(), errors[0]), lines.end());
 

@@ -814,8 +814,8 @@ class Canary {
       }
     plan_mail_.writer = w;
     plan_mail_.scalars_at = Block::group_base(riding_group_ < 0 ? 0 : riding_group_) + Block::kFlags;
-    plan_handover_ = Kokkos::View<std::int64_t*, Memory>(Kokkos::view_alloc(space_, "kvcanary::Canary::pump_plan_handover"),
-                                                         Impl::PlanMail::kWords);
+    plan_handover_ = Kokkos::View<std::int64_t*, Memory>(
+        Kokkos::view_alloc(space_, "kvcanary::Canary::pump_plan_handover"), Impl::PlanMail::kWords);
     plan_mail_.handover = plan_handover_.data();
     // The first launch's snapshot reads copy 1: the scalars as they start.
     const auto copy = std::make_pair(Impl::PlanMail::kCopies + 2, Impl::PlanMail::kCopies + 4);

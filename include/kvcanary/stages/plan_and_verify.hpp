@@ -38,14 +38,11 @@ namespace Impl {
 
 // plan_and_verify()'s host checks and its verify functor: everything is checked before any launch.
 template <class ExecutionSpace, class MemorySpace>
-VerifyFromInputsFunctor<MemorySpace> checked_from_inputs(const PlanInputs<MemorySpace>& inputs,
-                                                         const VerifyPlan<MemorySpace>& verify_plan,
-                                                         const WritePlan<MemorySpace>& write_plan,
-                                                         const PlanStatus<MemorySpace>& status,
-                                                         const PlanWorkspace<MemorySpace>& workspace,
-                                                         const std::vector<VerifyTarget<MemorySpace>>& targets,
-                                                         const ViolationRing<MemorySpace>& ring,
-                                                         const VerifyOptions& verify_options) {
+VerifyFromInputsFunctor<MemorySpace> checked_from_inputs(
+    const PlanInputs<MemorySpace>& inputs, const VerifyPlan<MemorySpace>& verify_plan,
+    const WritePlan<MemorySpace>& write_plan, const PlanStatus<MemorySpace>& status,
+    const PlanWorkspace<MemorySpace>& workspace, const std::vector<VerifyTarget<MemorySpace>>& targets,
+    const ViolationRing<MemorySpace>& ring, const VerifyOptions& verify_options) {
   static_assert(Kokkos::is_execution_space<ExecutionSpace>::value,
                 "kvcanary::plan_and_verify: the first argument must be a Kokkos execution space instance");
   static_assert(Kokkos::is_memory_space<MemorySpace>::value,

@@ -18,8 +18,8 @@ namespace Impl {
 
 // `thread` of `threads` (a multiple of 32, at most 1024), each with `sum`, the hashes of the words it stored:
 // the block's total, then thread 0 closes the slot. A barrier of the whole block.
-__device__ inline void sum_and_close_by_block(const MailboxWriter& writer, const std::int64_t* header, std::uint64_t sum,
-                                              int thread, int threads) {
+__device__ inline void sum_and_close_by_block(const MailboxWriter& writer, const std::int64_t* header,
+                                              std::uint64_t sum, int thread, int threads) {
   constexpr int kLanes = 32;
   __shared__ std::uint64_t by_warp[1024 / kLanes];
   for (int offset = kLanes / 2; offset > 0; offset /= 2) sum += __shfl_down_sync(0xffffffffu, sum, offset);

@@ -44,7 +44,8 @@ struct PlanMail {
 #ifdef KOKKOS_ENABLE_CUDA
 struct PlanMailRider {
   static constexpr bool kActive = true;
-  static_assert(CudaPersistent::kTileThreads >= CounterBlock::kSize && CudaPersistent::kRowsThreads >= CounterBlock::kSize,
+  static_assert(CudaPersistent::kTileThreads >= CounterBlock::kSize &&
+                    CudaPersistent::kRowsThreads >= CounterBlock::kSize,
                 "a plan block's threads hold a word of the counter block each");
   PlanMail mail;
 
