@@ -39,7 +39,7 @@ struct CanaryConfigArgs {
   std::int64_t verify_capacity = -1, write_req_capacity = -1, sweep_req_capacity = -1;
   int plan_algorithm = 0;    // 0 default, 1 portable, 2 cuda-persistent
   int canary_algorithm = 0;  // 0 default, 1 portable, 2 cuda
-  int pump_snapshot = 0;  // PumpSnapshot: 0 default, 1 side-stream copies, 2 kernel, 3 in graph, 4 beside, 5 next plan
+  int pump_snapshot = 0;     // PumpSnapshot: 0 default, 1 side copies, 2 kernel, 3 in graph, 4 beside, 5 next plan
   int head_verify = 0;       // HeadVerify: 0 default, 1 from the plan, 2 from the inputs, 3 after the plan
   int kv_records = 0;        // KvRecords: 0 default, 1 separate, 2 interleaved
 };
