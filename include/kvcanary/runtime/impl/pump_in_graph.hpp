@@ -124,20 +124,16 @@ struct MailboxWriter {
 
   // Stores item i in its place; returns its share of the checksum.
   KOKKOS_INLINE_FUNCTION std::uint64_t store(std::int64_t i, const std::int64_t* header) const {
-    std::int64_t at = MailboxLayout::kHeader + i, value = 0;
-    if (i < CounterBlock::kSize) {
-      value = block[i];
-    } else {
-      std::int64_t j = i - CounterBlock::kSize;
-      for (int g = 0; g < kGroupKinds; ++g) {
-        const std::int64_t span = (header[2 + 2 * g] - header[1 + 2 * g]) * kRingFields;
-        if (j < span) {
-          at = layout.rows_offset(g) + j;
-          value = rows[g][header[1 + 2 * g] * kRingFields + j];
-          break;
-        }
-        j -= span;
+    if (i < CounterBlock::kSize) return put(i, header, block[i]);
+    std::int64_t at = MailboxLayout::kHeader + i, value = 0, j = i - CounterBlock::kSize;
+    for (int g = 0; g < kGroupKinds; ++g) {
+      const std::int64_t span = (header[2 + 2 * g] - header[1 + 2 * g]) * kRingFields;
+      if (j < span) {
+        at = layout.rows_offset(g) + j;
+        value = rows[g][header[1 + 2 * g] * kRingFields + j];
+        break;
       }
+      j -= span;
     }
     slot(header)[at] = value;
     return mailbox_word_hash(at, value);
