@@ -91,7 +91,6 @@ class Canary {
     if (config_.swa_divergence_every_n_steps > 0) last_batch_ = batch;
     Kokkos::Profiling::pushRegion("kvcanary::Canary::before_forward");
     join_branch();  // a previous forward's branch, when its after_forward() was not called
-    if (with_next_plan() && riding_group_ < 0) Impl::launch_pump_in_graph(space_, in_graph_kernel_);  // no group is on
     // On the in-graph route the snapshot goes with the forward's last canary pass: this one's last write unless
     // a tail pass follows.
     const int last = in_last_pass() && !config_.tail_pass ? last_written([](const Group& g) { return g.on; }) : -1;
@@ -100,7 +99,7 @@ class Canary {
       const HeadVerify route = head_verify_route(g, batch.req_pool_indices.extent(0));
       const PlanInputs<Memory> inputs = plan_inputs(g, batch);
       const ViolationRing<Memory>& ring = g.ring_for(Stage::Verify, g.head_targets[0].kernel_kind);
-      if (!(g.index == riding_group_ && mail_with_plan(route, g, inputs, ring)))
+      if (!(carries_snapshot(g) && mail_with_plan(route, g, inputs, ring)))
         plan_and_check(route, inputs, g.head_plan, g.write_plan, g.status, g.workspace, g.head_targets, ring);
       write_k_and_v(g, step_tokens(tokens_of(g, batch)), g.head_write, g.index == last);
     }
@@ -480,13 +479,17 @@ class Canary {
   HeadVerify head_verify_route(const Group& g, std::int64_t batch_rows) const {
     if (g.tail) return HeadVerify::FromPlan;
     // The group whose plan carries the snapshot takes the offsets-only plan on CUDA at every batch size.
-    if (g.index == riding_group_ && config_.head_verify == HeadVerify::Default &&
+    if (carries_snapshot(g) && config_.head_verify == HeadVerify::Default &&
         Impl::EntriesBackend<ExecutionSpace>::has_cuda_persistent)
       return HeadVerify::FromInputsAfterPlan;
     return Impl::resolve<ExecutionSpace>(config_.head_verify, batch_rows);
   }
 
-  // PumpSnapshot::WithNextPlan, the group whose head plan goes first: the previous forward's snapshot in one
+  // PumpSnapshot::WithNextPlan: the target group's head plan, the forward's first (the target group is always
+  // on), carries the previous forward's snapshot.
+  bool carries_snapshot(const Group& g) const { return with_next_plan() && g.kind == GroupKind::Target; }
+
+  // PumpSnapshot::WithNextPlan, the target group: the previous forward's snapshot in one
   // extra block of its plan's launch (runtime/impl/pump_in_plan.hpp) when its route is the offsets-only plan
   // and CUDA's kernels take it, else the snapshot kernel right before the plan; true: the head pass is done.
   bool mail_with_plan(HeadVerify route, const Group& g, const PlanInputs<Memory>& inputs,
@@ -807,13 +810,8 @@ class Canary {
       w.count_index[g.index] = Block::group_base(g.index) + Block::kCount;
     }
     if (!with_next_plan()) return;
-    for (const Group& g : groups_)
-      if (g.on) {
-        riding_group_ = g.index;
-        break;
-      }
     plan_mail_.writer = w;
-    plan_mail_.scalars_at = Block::group_base(riding_group_ < 0 ? 0 : riding_group_) + Block::kFlags;
+    plan_mail_.scalars_at = Block::group_base(static_cast<int>(GroupKind::Target)) + Block::kFlags;
     plan_handover_ = Kokkos::View<std::int64_t*, Memory>(
         Kokkos::view_alloc(space_, "kvcanary::Canary::pump_plan_handover"), Impl::PlanMail::kWords);
     plan_mail_.handover = plan_handover_.data();
@@ -1220,8 +1218,7 @@ class Canary {
   Kokkos::View<std::int64_t, Memory> forward_seq_;
   Kokkos::View<std::int64_t*, Memory> mailed_;  // per group: rows the snapshots have mailed (the device's cursor)
   Kokkos::View<std::int64_t*, Kokkos::HostSpace> mailed_host_;
-  // WithNextPlan: the group whose head plan carries the snapshot (-1: none), and what that plan needs
-  int riding_group_ = -1;
+  // WithNextPlan: what the target group's head plan needs to carry the snapshot
   Kokkos::View<std::int64_t*, Memory> plan_handover_;
   Impl::PlanMail plan_mail_;
   std::vector<Snapshot> forward_ring_;  // by forward number modulo kForwardRing

@@ -106,9 +106,9 @@ namespace Impl {
 
 // plan_and_verify() with its verify after an offsets-only plan (verify_options.algorithm Portable's route),
 // whose first launch also carries `rider`'s job in one extra block (cuda_tiles.hpp; the runtime's pump
-// snapshot). Returns false, having checked everything but launched nothing, where CUDA's persistent kernels
-// decline (plan_options.algorithm Portable, another device): the caller then does the job its own way first
-// and calls plan_and_verify().
+// snapshot). Returns false, having launched nothing, where CUDA's persistent kernels decline
+// (plan_options.algorithm Portable, another device): the caller then does the job its own way first and calls
+// plan_and_verify(), which checks its arguments (again, after another device's decline).
 template <class MemorySpace, class Rider>
 bool plan_and_verify_carrying(const Kokkos::Cuda& space, const PlanInputs<MemorySpace>& inputs,
                               const VerifyPlan<MemorySpace>& verify_plan, const WritePlan<MemorySpace>& write_plan,
@@ -116,9 +116,9 @@ bool plan_and_verify_carrying(const Kokkos::Cuda& space, const PlanInputs<Memory
                               const std::vector<VerifyTarget<MemorySpace>>& targets,
                               const ViolationRing<MemorySpace>& ring, const PlanOptions& plan_options,
                               const VerifyOptions& verify_options, const Rider& rider) {
+  if (plan_options.algorithm == EntriesAlgorithm::Portable) return false;
   const auto functor = checked_from_inputs<Kokkos::Cuda>(inputs, verify_plan, write_plan, status, workspace, targets,
                                                          ring, verify_options);
-  if (plan_options.algorithm == EntriesAlgorithm::Portable) return false;
   Kokkos::Profiling::pushRegion("kvcanary::plan_and_verify");
   const bool carried =
       EntriesBackend<Kokkos::Cuda>::plan_offsets(space, functor.in, functor.out, functor.batch_size, rider);
