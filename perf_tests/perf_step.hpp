@@ -292,7 +292,7 @@ void bench_step_pump(benchmark::State& state, const WorkloadShape& shape, Launch
 #endif
     (void)launch;
     const auto space = instance.space();
-    double with_pump = 0, without = 0;
+    double with_pump = 0, without = 0, unpumped = 0, in_steps = 0, in_end_step = 0;
     std::int64_t steps = 0;
     for (auto _ : state) {
       space.fence();
@@ -300,10 +300,23 @@ void bench_step_pump(benchmark::State& state, const WorkloadShape& shape, Launch
       for (int k = 0; k < kSteps; ++k) bare_step();
       space.fence();
       const double bare_seconds = seconds_since(start);
+      if (bare_call) {  // the pump's Canary without end_step(): what its step costs the device alone
+        start = Clock::now();
+        for (int k = 0; k < kSteps; ++k) step();
+        space.fence();
+        unpumped += seconds_since(start);
+        const kvcanary::RuntimeReport report = call.canary->end_step(kSteps);  // one step of kSteps forwards
+        if (!report.violations.rows.empty() || !report.health_errors.empty())
+          throw CheckFailure("the pump reported a violation");
+      }
       start = Clock::now();
       for (int k = 0; k < kSteps; ++k) {
+        const auto in_step = Clock::now();
         step();
+        in_steps += seconds_since(in_step);
+        const auto in_call = Clock::now();
         const kvcanary::RuntimeReport report = call.canary->end_step();
+        in_end_step += seconds_since(in_call);
         if (!report.violations.rows.empty() || !report.health_errors.empty())
           throw CheckFailure("the pump reported a violation");
       }
@@ -319,6 +332,12 @@ void bench_step_pump(benchmark::State& state, const WorkloadShape& shape, Launch
     state.counters["us_per_step"] = 1e6 * with_pump / static_cast<double>(steps);
     state.counters["us_per_step_without_pump"] = 1e6 * without / static_cast<double>(steps);
     state.counters["pump_us_per_step"] = 1e6 * (with_pump - without) / static_cast<double>(steps);
+    // Its parts: the host's time in the step's calls (a replay, or the passes' launches) and inside end_step()
+    // (their sum near us_per_step: a host-bound loop), and (mailbox routes) the pump's steps without end_step().
+    state.counters["step_host_us"] = 1e6 * in_steps / static_cast<double>(steps);
+    state.counters["end_step_host_us"] = 1e6 * in_end_step / static_cast<double>(steps);
+    if (bare_call)
+      state.counters["pump_step_us_without_end_step"] = 1e6 * (unpumped - without) / static_cast<double>(steps);
     state.SetLabel(regime_name(c->workload.regime));
   });
 }
