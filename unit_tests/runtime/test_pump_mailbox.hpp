@@ -34,6 +34,8 @@ class PumpMailbox : public ::testing::Test {
   Kokkos::View<std::int64_t* [kFields], Kokkos::LayoutRight, Memory> rows { "test::rows", kCapacity };
   Kokkos::View<std::int64_t, Memory> seq{"test::seq"};
   Kokkos::View<std::int64_t*, Memory> mailed{"test::mailed", kvcanary::kGroupKinds};
+  Kokkos::View<kvcanary::Impl::MailRowsTable, Memory> table{"test::rows_table"};
+  static constexpr int kCountIndex = kvcanary::Impl::CounterBlock::group_base(1) + kvcanary::Impl::CounterBlock::kCount;
 
   void SetUp() override {
     // Group 1 on (count at its base), rows r with fields 100 r + f; every block word distinct.
@@ -46,8 +48,10 @@ class PumpMailbox : public ::testing::Test {
     w.forward_seq = seq.data();
     w.mailed = mailed.data();
     w.mailbox = box.mailbox().data();
-    w.rows[1] = rows.data();
-    w.count_index[1] = kvcanary::Impl::CounterBlock::group_base(1);
+    auto host_table = Kokkos::create_mirror_view(table);
+    host_table().rows[1] = rows.data();
+    Kokkos::deep_copy(table, host_table);
+    w.rows = table.data()->rows;
     w.layout = box.layout();
     w.capacity = kCapacity;
   }
@@ -56,7 +60,7 @@ class PumpMailbox : public ::testing::Test {
   void snapshot(std::int64_t count) {
     auto host_block = Kokkos::create_mirror_view(block);
     for (int i = 0; i < kvcanary::Impl::CounterBlock::kSize; ++i) host_block(i) = 7 * i + 1;
-    host_block(kernel.writer.count_index[1]) = count;
+    host_block(kCountIndex) = count;
     Kokkos::deep_copy(block, host_block);
     kvcanary::Impl::launch_pump_in_graph(space, kernel);
     space.fence();
@@ -76,7 +80,7 @@ TEST_F(PumpMailbox, TakesAWholeSlotWithItsWindowAndTheBlock) {
   EXPECT_EQ(slot.windows[2], 0);  // group 1: rows [0, 3), the window's size
   EXPECT_EQ(slot.windows[3], 3);
   EXPECT_EQ(slot.windows[0], slot.windows[1]);  // group 0 is off: an empty window
-  EXPECT_EQ(slot.block[kernel.writer.count_index[1]], 5);
+  EXPECT_EQ(slot.block[kCountIndex], 5);
   EXPECT_EQ(slot.block[3], 22);
   for (std::int64_t k = 0; k < 3 * kFields; ++k) EXPECT_EQ(slot.rows[1][k], 100 * (k / kFields) + k % kFields) << k;
   EXPECT_EQ(box.read(2, slot), Read::NotYet);

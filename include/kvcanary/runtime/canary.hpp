@@ -805,10 +805,12 @@ class Canary {
     w.mailbox = mailbox_.mailbox().data();
     w.layout = mailbox_.layout();
     w.capacity = config_.ring_capacity;
-    for (const Group& g : groups_) {
-      w.rows[g.index] = g.on ? g.rows.data() : nullptr;
-      w.count_index[g.index] = Block::group_base(g.index) + Block::kCount;
-    }
+    mail_rows_ =
+        Kokkos::View<Impl::MailRowsTable, Memory>(Kokkos::view_alloc(space_, "kvcanary::Canary::pump_mail_rows"));
+    auto table = Kokkos::create_mirror_view(mail_rows_);
+    for (const Group& g : groups_) table().rows[g.index] = g.on ? g.rows.data() : nullptr;
+    Kokkos::deep_copy(mail_rows_, table);  // at construction: the host table goes with this scope
+    w.rows = mail_rows_.data()->rows;      // the address of the device table's array; nothing is read here
     if (!with_next_plan()) return;
     plan_mail_.writer = w;
     plan_mail_.scalars_at = Block::group_base(static_cast<int>(GroupKind::Target)) + Block::kFlags;
@@ -1220,6 +1222,7 @@ class Canary {
   Kokkos::View<std::int64_t*, Kokkos::HostSpace> mailed_host_;
   // WithNextPlan: what the target group's head plan needs to carry the snapshot
   Kokkos::View<std::int64_t*, Memory> plan_handover_;
+  Kokkos::View<Impl::MailRowsTable, Memory> mail_rows_;  // MailboxWriter::rows
   Impl::PlanMail plan_mail_;
   std::vector<Snapshot> forward_ring_;  // by forward number modulo kForwardRing
   std::int64_t last_seq_ = 0, seq_offset_ = 0, lag_base_ = 0, sweeps_at_last_step_ = 0, divergence_forwards_ = 0;

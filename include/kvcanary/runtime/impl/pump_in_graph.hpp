@@ -71,8 +71,11 @@ struct MailboxWriter {
   std::int64_t* forward_seq = nullptr;         // the device's forward count
   std::int64_t* mailed = nullptr;              // per group: the rows below it went into a slot
   std::int64_t* mailbox = nullptr;             // kSlots * layout.slot_words(), in host memory
-  const std::int64_t* rows[kGroupKinds] = {};  // each group's ring rows, [capacity][kRingFields]; null: off
-  int count_index[kGroupKinds] = {};           // each group's ring count in the block
+  // Each group's ring rows ([capacity][kRingFields]; null: off), as a table in device memory (RowsTable): an
+  // array inside the writer, indexed by the group at run time, made the compiler copy the whole kernel argument
+  // to local memory at the entry of every kernel that carries a writer (ptxas: a 104-byte stack frame in the
+  // plan kernels; docs/perf-notes.md, "The rider's stack frame").
+  const std::int64_t* const* rows = nullptr;
   MailboxLayout layout;
   std::int64_t capacity = 0;
 
@@ -91,7 +94,7 @@ struct MailboxWriter {
     std::int64_t begin = 0, end = 0;
     if (rows[g] != nullptr) {
       // A count past int64 is a huge unsigned value: the ring is full.
-      const auto count = static_cast<std::uint64_t>(block[count_index[g]]);
+      const auto count = static_cast<std::uint64_t>(block[CounterBlock::group_base(g) + CounterBlock::kCount]);
       const std::int64_t from = mailed[g];
       const std::int64_t held =
           count < static_cast<std::uint64_t>(capacity) ? static_cast<std::int64_t>(count) : capacity;
@@ -148,6 +151,11 @@ struct MailboxWriter {
     }
     out[MailboxLayout::kChecksum] = as_int64(sum);
   }
+};
+
+// MailboxWriter::rows as one allocation: a group's entry at its index (GroupKind).
+struct MailRowsTable {
+  const std::int64_t* rows[kGroupKinds] = {};
 };
 
 // The snapshot as a kernel of its own (one team), after the forward's last canary pass.
