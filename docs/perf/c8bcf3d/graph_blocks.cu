@@ -12,13 +12,13 @@
 #include <cstdlib>
 #include <vector>
 
-#define CHECK(x)                                                                        \
-  do {                                                                                  \
-    cudaError_t e = (x);                                                                \
-    if (e != cudaSuccess) {                                                             \
-      std::printf("%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e));     \
-      std::exit(1);                                                                     \
-    }                                                                                   \
+#define CHECK(x)                                                                    \
+  do {                                                                              \
+    cudaError_t e = (x);                                                            \
+    if (e != cudaSuccess) {                                                         \
+      std::printf("%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e)); \
+      std::exit(1);                                                                 \
+    }                                                                               \
   } while (0)
 
 constexpr int kWords = 200;  // a counter block and a header
@@ -96,7 +96,9 @@ __global__ void write_like(const unsigned* table, unsigned mask, unsigned* out) 
   out[i] += x;
 }
 
-__global__ void snapshot_kernel(Snap s) { snapshot(s); }
+__global__ void snapshot_kernel(Snap s) {
+  snapshot(s);
+}
 
 struct Variant {
   const char* name;
@@ -110,8 +112,8 @@ int main(int argc, char** argv) {
   const int steps = 20, replays = 50, reps = 9;
   cudaDeviceProp prop;
   CHECK(cudaGetDeviceProperties(&prop, 0));
-  std::printf("device %s, %d SMs; verify chain %d loads, plan spin %lld cycles\n", prop.name,
-              prop.multiProcessorCount, chain, plan_cycles);
+  std::printf("device %s, %d SMs; verify chain %d loads, plan spin %lld cycles\n", prop.name, prop.multiProcessorCount,
+              chain, plan_cycles);
 
   const unsigned table_words = 1u << 26;  // 256 MiB: loads miss L2
   unsigned *table, *vout, *wout;
@@ -154,9 +156,9 @@ int main(int argc, char** argv) {
     CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
     for (int k = 0; k < steps; ++k) {
       plan_like<<<v.plan_extra ? 2 : 1, kThreads, 0, stream>>>(plan_cycles, v.plan_extra, v.plan_stage, plan_snap,
-                                                                staging, pout);
-      verify_like<<<v.verify_extra ? 257 : 256, kThreads, 0, stream>>>(table, table_words - 1, chain,
-                                                                        v.verify_extra, s, vout);
+                                                               staging, pout);
+      verify_like<<<v.verify_extra ? 257 : 256, kThreads, 0, stream>>>(table, table_words - 1, chain, v.verify_extra, s,
+                                                                       vout);
       write_like<<<64, kThreads, 0, stream>>>(table, table_words - 1, wout);
       if (v.own_kernel) snapshot_kernel<<<1, kThreads, 0, stream>>>(s);
     }
