@@ -71,10 +71,10 @@ struct MailboxWriter {
   std::int64_t* forward_seq = nullptr;         // the device's forward count
   std::int64_t* mailed = nullptr;              // per group: the rows below it went into a slot
   std::int64_t* mailbox = nullptr;             // kSlots * layout.slot_words(), in host memory
-  // Each group's ring rows ([capacity][kRingFields]; null: off), as a table in device memory (RowsTable): an
+  // Each group's ring rows ([capacity][kRingFields]; null: off), as a table in device memory (MailRowsTable): an
   // array inside the writer, indexed by the group at run time, made the compiler copy the whole kernel argument
-  // to local memory at the entry of every kernel that carries a writer (ptxas: a 104-byte stack frame in the
-  // plan kernels; docs/perf-notes.md, "The rider's stack frame").
+  // to local memory at the entry of every raw CUDA kernel that carries a writer (ptxas: 104 bytes in the plan
+  // kernels, 96 in the write kernels; docs/perf-notes.md, "The rider's stack frame").
   const std::int64_t* const* rows = nullptr;
   MailboxLayout layout;
   std::int64_t capacity = 0;
