@@ -86,6 +86,17 @@ TEST_F(PumpMailbox, TakesAWholeSlotWithItsWindowAndTheBlock) {
   EXPECT_EQ(box.read(2, slot), Read::NotYet);
 }
 
+// A writer with no rows' table (a benchmark's, perf_write_mail.hpp) mails the counter block and empty windows.
+TEST_F(PumpMailbox, AWriterWithNoRowsTableMailsTheBlockAndEmptyWindows) {
+  kernel.writer.rows = nullptr;
+  auto slot = box.empty_slot();
+  snapshot(5);
+  ASSERT_EQ(box.read(1, slot), Read::Taken);
+  for (int g = 0; g < kvcanary::kGroupKinds; ++g) EXPECT_EQ(slot.windows[2 * g], slot.windows[2 * g + 1]) << g;
+  EXPECT_EQ(slot.block[kCountIndex], 5);
+  EXPECT_EQ(slot.block[3], 22);
+}
+
 TEST_F(PumpMailbox, TheDevicesCursorMailsEachRowOnce) {
   auto slot = box.empty_slot();
   std::vector<std::int64_t> mailed;

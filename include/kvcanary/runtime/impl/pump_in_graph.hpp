@@ -75,7 +75,7 @@ struct MailboxWriter {
   // array inside the writer, indexed by the group at run time, made the compiler copy the whole kernel argument
   // to local memory at the entry of every raw CUDA kernel that carries a writer (ptxas: 104 bytes in the plan
   // kernels, 96 in the write kernels; docs/perf-notes.md, "The rider's stack frame").
-  const std::int64_t* const* rows = nullptr;
+  const std::int64_t* const* rows = nullptr;  // null: no group's rows are mailed
   MailboxLayout layout;
   std::int64_t capacity = 0;
 
@@ -92,7 +92,7 @@ struct MailboxWriter {
     }
     const int g = item - 1;
     std::int64_t begin = 0, end = 0;
-    if (rows[g] != nullptr) {
+    if (rows != nullptr && rows[g] != nullptr) {
       // A count past int64 is a huge unsigned value: the ring is full.
       const auto count = static_cast<std::uint64_t>(block[CounterBlock::group_base(g) + CounterBlock::kCount]);
       const std::int64_t from = mailed[g];
