@@ -35,8 +35,8 @@
 //
 //   step_pump/<workload>/<launch>   the same step followed by Canary::end_step() (the asynchronous report
 //                              pump); time per step with the pump, and pump_us_per_step = that minus the same
-//                              steps without end_step(), measured alternately in each iteration (bs 1 and 64:
-//                              host-bound, the pump's host time; bs 256: GPU-bound, what it costs the stream)
+//                              steps without end_step(), measured alternately in each iteration (on CUDA the
+//                              loops are GPU-bound, bs 1 included: what the pump costs the stream)
 //   step_pump_kernel/<workload>/<launch>   the same with PumpSnapshot::Kernel (one snapshot kernel on the
 //                              engine's stream writing pinned host memory, one event) instead of the
 //                              side-stream copies
@@ -370,8 +370,8 @@ void register_step_benchmarks(const std::string& backend) {
                        bench_step<ExecutionSpace>(state, shape, false, mode, kvcanary::HeadVerify::Default,
                                                   kvcanary::KvRecords::Interleaved, true);
                      });
-      // bs 1: a host-bound loop (the pump's host time shows); bs 256 (CUDA only, by its size): a GPU-bound
-      // loop, the host a step ahead, so the difference is what the pump costs the engine's stream.
+      // bs 1, 64 and 256 (CUDA only, by its size): on CUDA GPU-bound loops (the host ahead; step_host_us says
+      // so), so the difference is what the pump costs the engine's stream.
       if (shape.name == "decode_bs1" || shape.name == "decode_bs64" || shape.name == "decode_bs256")
         for (const auto& route : {std::make_pair(kvcanary::PumpSnapshot::SideStreamCopies, "step_pump"),
                                   std::make_pair(kvcanary::PumpSnapshot::Kernel, "step_pump_kernel"),
