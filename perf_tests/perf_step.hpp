@@ -292,6 +292,10 @@ void bench_step_pump(benchmark::State& state, const WorkloadShape& shape, Launch
 #endif
     (void)launch;
     const auto space = instance.space();
+    const auto expect_quiet = [](const kvcanary::RuntimeReport& report) {
+      if (!report.violations.rows.empty() || !report.health_errors.empty())
+        throw CheckFailure("the pump reported a violation");
+    };
     double with_pump = 0, without = 0, unpumped = 0, in_steps = 0, in_end_step = 0;
     std::int64_t steps = 0;
     for (auto _ : state) {
@@ -305,9 +309,7 @@ void bench_step_pump(benchmark::State& state, const WorkloadShape& shape, Launch
         for (int k = 0; k < kSteps; ++k) step();
         space.fence();
         unpumped += seconds_since(start);
-        const kvcanary::RuntimeReport report = call.canary->end_step(kSteps);  // one step of kSteps forwards
-        if (!report.violations.rows.empty() || !report.health_errors.empty())
-          throw CheckFailure("the pump reported a violation");
+        expect_quiet(call.canary->end_step(kSteps));  // one step of kSteps forwards
       }
       start = Clock::now();
       for (int k = 0; k < kSteps; ++k) {
@@ -317,8 +319,7 @@ void bench_step_pump(benchmark::State& state, const WorkloadShape& shape, Launch
         const auto in_call = Clock::now();
         const kvcanary::RuntimeReport report = call.canary->end_step();
         in_end_step += seconds_since(in_call);
-        if (!report.violations.rows.empty() || !report.health_errors.empty())
-          throw CheckFailure("the pump reported a violation");
+        expect_quiet(report);
       }
       space.fence();
       const double pumped = seconds_since(start);
