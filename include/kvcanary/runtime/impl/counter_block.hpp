@@ -41,10 +41,17 @@ struct CounterBlock {
     kSweepFirstBadRow,
   };
 
-  static constexpr int group_base(int group) { return group * kGroupStride; }
-  static constexpr int kernel_runs(int stage, int tag) { return kKernelRuns + stage * kKernelKinds + tag; }
-  static constexpr int slot_runs(int stage, int tag) { return kSlotRuns + stage * kKernelKinds + tag; }
-  static constexpr int int32_index(int flag) { return 2 * kFlags + flag; }
+  // Device code calls these too: a constexpr function without KOKKOS_INLINE_FUNCTION is host-only, and nvcc
+  // only warns (#20013) where device code calls one, then drops the call's branch (f2051c9's snapshot mailed no
+  // rows on CUDA). The CUDA build now makes that warning an error (CMakeLists.txt).
+  KOKKOS_INLINE_FUNCTION static constexpr int group_base(int group) { return group * kGroupStride; }
+  KOKKOS_INLINE_FUNCTION static constexpr int kernel_runs(int stage, int tag) {
+    return kKernelRuns + stage * kKernelKinds + tag;
+  }
+  KOKKOS_INLINE_FUNCTION static constexpr int slot_runs(int stage, int tag) {
+    return kSlotRuns + stage * kKernelKinds + tag;
+  }
+  KOKKOS_INLINE_FUNCTION static constexpr int int32_index(int flag) { return 2 * kFlags + flag; }
 };
 
 // Two int32 flags as the block holds them in one int64 word: `first` in the low half (little-endian: x86 and
