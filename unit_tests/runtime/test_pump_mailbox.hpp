@@ -35,7 +35,7 @@ class PumpMailbox : public ::testing::Test {
   Kokkos::View<std::int64_t, Memory> seq{"test::seq"};
   Kokkos::View<std::int64_t*, Memory> mailed{"test::mailed", kvcanary::kGroupKinds};
   Kokkos::View<kvcanary::Impl::MailRowsTable, Memory> table{"test::rows_table"};
-  static constexpr int kCountIndex = kvcanary::Impl::CounterBlock::group_base(1) + kvcanary::Impl::CounterBlock::kCount;
+  static constexpr int kCountIndex = kvcanary::Impl::CounterBlock::count_index(1);
 
   void SetUp() override {
     // Group 1 on (count at its base), rows r with fields 100 r + f; every block word distinct.

@@ -742,7 +742,7 @@ class Canary {
       window.host_rows = g.host_rows;
       window.begin = g.rows_valid;
       window.end = std::max(window.begin, open_window(g));
-      window.count_index = Block::group_base(g.index) + Block::kCount;
+      window.count_index = Block::count_index(g.index);
     }
     Impl::launch_pump_snapshot(space_, kernel);
     side_.record_on_engine();

@@ -45,6 +45,8 @@ struct CounterBlock {
   // only warns (#20013) where device code calls one, then drops the call's branch (f2051c9's snapshot mailed no
   // rows on CUDA). The CUDA build now makes that warning an error (CMakeLists.txt).
   KOKKOS_INLINE_FUNCTION static constexpr int group_base(int group) { return group * kGroupStride; }
+  // A group's ring count, as an index into the whole block.
+  KOKKOS_INLINE_FUNCTION static constexpr int count_index(int group) { return group_base(group) + kCount; }
   KOKKOS_INLINE_FUNCTION static constexpr int kernel_runs(int stage, int tag) {
     return kKernelRuns + stage * kKernelKinds + tag;
   }

@@ -94,7 +94,7 @@ struct MailboxWriter {
     std::int64_t begin = 0, end = 0;
     if (rows != nullptr && rows[g] != nullptr) {
       // A count past int64 is a huge unsigned value: the ring is full.
-      const auto count = static_cast<std::uint64_t>(block[CounterBlock::group_base(g) + CounterBlock::kCount]);
+      const auto count = static_cast<std::uint64_t>(block[CounterBlock::count_index(g)]);
       const std::int64_t from = mailed[g];
       const std::int64_t held =
           count < static_cast<std::uint64_t>(capacity) ? static_cast<std::int64_t>(count) : capacity;
