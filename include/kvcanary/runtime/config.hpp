@@ -35,8 +35,8 @@ enum class PumpSnapshot {
   // The mailbox, forward N's snapshot written by one extra block of forward N + 1's first head plan (an
   // offsets-only plan; on CUDA, the head route FromInputsAfterPlan, which Default then takes for that group at
   // every batch size): no launch, event or copy of its own. A forward's rows arrive once the next forward has
-  // started, or at flush() (docs/runtime.md). H100: +2.0-2.7 us a step at decode bs 64, less than the copies,
-  // more than beside the forward (docs/PERFORMANCE.md).
+  // started, or at flush() (docs/runtime.md). H100 at eeb9001: +1.1-1.5 us a step at decode bs 64, less than
+  // the copies (docs/PERFORMANCE.md).
   WithNextPlan,
 };
 
