@@ -41,9 +41,9 @@ struct CounterBlock {
     kSweepFirstBadRow,
   };
 
-  // Device code calls these too: a constexpr function without KOKKOS_INLINE_FUNCTION is host-only, and nvcc
-  // only warns (#20013) where device code calls one, then drops the call's branch (f2051c9's snapshot mailed no
-  // rows on CUDA). The CUDA build now makes that warning an error (CMakeLists.txt).
+  // Device code calls these too: a constexpr function without KOKKOS_INLINE_FUNCTION is host-only, and where
+  // device code calls one nvcc only warns (#20013) and the device code is undefined (f2051c9's snapshot kernel
+  // lost the calling branch and mailed no rows on CUDA). The CUDA build makes that warning an error (CMakeLists.txt).
   KOKKOS_INLINE_FUNCTION static constexpr int group_base(int group) { return group * kGroupStride; }
   // A group's ring count, as an index into the whole block.
   KOKKOS_INLINE_FUNCTION static constexpr int count_index(int group) { return group_base(group) + kCount; }
