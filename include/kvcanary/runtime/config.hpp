@@ -43,7 +43,8 @@ enum class PumpSnapshot {
 // How before_forward() runs a group's head verify (docs/runtime.md, "Decisions").
 enum class HeadVerify {
   Default,     // CUDA: FromInputs for a batch of at most 8 rows, FromInputsAfterPlan above (the fastest step of
-               // each, measured: docs/PERFORMANCE.md); the host backends: FromPlan
+               // each, measured: docs/PERFORMANCE.md); the host backends: FromPlan. A small batch of long
+               // contexts ran faster on FromInputsAfterPlan (4 x 128K: -24%; docs/runtime.md)
   FromPlan,    // plan() stores the verify entries, verify() reads them back
   FromInputs,  // plan_and_verify() (SPEC-CANARY §5.1): the entries computed from the batch, never stored;
                // a group with a tail pass keeps FromPlan (after_forward() re-verifies its stored entries).
