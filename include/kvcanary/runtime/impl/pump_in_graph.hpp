@@ -69,7 +69,7 @@ struct MailboxWriter {
 
   const std::int64_t* block = nullptr;         // the counter block
   std::int64_t* forward_seq = nullptr;         // the device's forward count
-  std::int64_t* mailed = nullptr;              // per group: the rows below it went into a slot
+  std::int64_t* mailed = nullptr;              // per group: the rows below it went into a slot (always set)
   std::int64_t* mailbox = nullptr;             // kSlots * layout.slot_words(), in host memory
   // Each group's ring rows ([capacity][kRingFields]; null: off), as a table in device memory (MailRowsTable): an
   // array inside the writer, indexed by the group at run time, made the compiler copy the whole kernel argument
@@ -91,17 +91,18 @@ struct MailboxWriter {
       return;
     }
     const int g = item - 1;
-    std::int64_t begin = 0, end = 0;
-    if (rows != nullptr && rows[g] != nullptr) {
-      // A count past int64 is a huge unsigned value: the ring is full.
-      const auto count = static_cast<std::uint64_t>(block[CounterBlock::count_index(g)]);
-      const std::int64_t from = mailed[g];
-      const std::int64_t held =
-          count < static_cast<std::uint64_t>(capacity) ? static_cast<std::int64_t>(count) : capacity;
-      begin = from < 0 ? 0 : (from < held ? from : held);
-      end = begin + layout.window < held ? begin + layout.window : held;
-      mailed[g] = end;
-    }
+    // The group's count and cursor are loaded before its rows' pointer is tested, not after (every writer has
+    // both words; a group without rows uses neither), so that the three loads are in flight together: one round
+    // trip where the test first made two (PTX checked). A group without rows holds none: its window is empty.
+    const auto count = static_cast<std::uint64_t>(block[CounterBlock::count_index(g)]);  // past int64: full
+    const std::int64_t from = mailed[g];
+    const bool mails_rows = rows != nullptr && rows[g] != nullptr;  // after the two loads above are issued
+    const std::int64_t in_ring =
+        count < static_cast<std::uint64_t>(capacity) ? static_cast<std::int64_t>(count) : capacity;
+    const std::int64_t held = mails_rows ? in_ring : 0;
+    const std::int64_t begin = from < 0 ? 0 : (from < held ? from : held);
+    const std::int64_t end = begin + layout.window < held ? begin + layout.window : held;
+    if (mails_rows) mailed[g] = end;
     header[1 + 2 * g] = begin;
     header[2 + 2 * g] = end;
   }
