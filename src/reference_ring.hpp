@@ -8,7 +8,6 @@
 #include <kvcanary/impl/hash.hpp>
 #include <kvcanary/tools/reference_canary.hpp>
 
-#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -24,10 +23,7 @@ inline std::int64_t size_of(const std::vector<std::int64_t>& values) {
   return static_cast<std::int64_t>(values.size());
 }
 
-// The ring's rows as the count says they should be: the first min(count, capacity), count as uint64.
-inline std::uint64_t rows_held(std::int64_t count, std::int64_t capacity) {
-  return std::min(Impl::as_uint64(count), Impl::as_uint64(capacity));
-}
+using Impl::rows_held;  // the ring's rows as the count says they should be (canary_types.hpp)
 
 inline void check_ring(const char* function, const ViolationRing& ring) {
   Impl::check_ring_capacity(function, ring.capacity);

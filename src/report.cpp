@@ -93,7 +93,7 @@ ViolationReport make_report(const reference::ViolationRing& ring, std::int64_t a
   constexpr const char* function = "make_report";
   if (ring.capacity < 0) Impl::throw_invalid_in(function, "ring capacity is ", ring.capacity, ", must be >= 0");
   // The ring holds min(count, capacity) rows, count read as uint64 (as the stages compare a seq).
-  const std::uint64_t held = std::min(Impl::as_uint64(ring.count), Impl::as_uint64(ring.capacity));
+  const std::uint64_t held = Impl::rows_held(ring.count, ring.capacity);
   if (static_cast<std::uint64_t>(ring.rows.size()) != held)
     Impl::throw_invalid_in(function, "ring holds ", ring.rows.size(), " rows but its count ", ring.count,
                            " and capacity ", ring.capacity, " say ", held);

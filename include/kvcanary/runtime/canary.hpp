@@ -1005,8 +1005,7 @@ class Canary {
       if (!g.on) continue;
       const int gi = g.index;
       const std::int64_t count = host_value(gi, Block::kCount);
-      const std::int64_t held = static_cast<std::int64_t>(
-          std::min(Impl::as_uint64(count), Impl::as_uint64(config_.ring_capacity)));
+      const auto held = static_cast<std::int64_t>(Impl::rows_held(count, config_.ring_capacity));
       const std::int64_t new_valid = std::max(g.rows_valid, std::min(held, g.window_end));
       const std::int64_t lost = Impl::as_uint64(count) > Impl::as_uint64(config_.ring_capacity)
                                     ? Impl::as_int64(Impl::as_uint64(count) - Impl::as_uint64(config_.ring_capacity))
@@ -1150,7 +1149,7 @@ class Canary {
     for (const Group& g : groups_) {
       if (!g.on) continue;
       const std::int64_t count = host_value(g.index, Block::kCount);
-      const auto held = static_cast<std::int64_t>(std::min(Impl::as_uint64(count), Impl::as_uint64(config_.ring_capacity)));
+      const auto held = static_cast<std::int64_t>(Impl::rows_held(count, config_.ring_capacity));
       if (g.rows_valid < held) return false;
     }
     return true;

@@ -125,6 +125,15 @@ struct ViolationRing {
   std::int64_t capacity() const { return static_cast<std::int64_t>(rows.extent(0)); }
 };
 
+namespace Impl {
+// The rows a ring of `capacity` holds after `count` appends: min(count, capacity), the count read as uint64 (a
+// count past int64 is a huge unsigned value: the ring is full). Host and device.
+KOKKOS_INLINE_FUNCTION constexpr std::uint64_t rows_held(std::int64_t count, std::int64_t capacity) {
+  const auto appended = static_cast<std::uint64_t>(count), room = static_cast<std::uint64_t>(capacity);
+  return appended < room ? appended : room;
+}
+}  // namespace Impl
+
 // SPEC-CANARY §3: a paged KV tensor as bytes [pages, row_bytes]; a token's bytes start at row
 // slot / page_size, column (slot % page_size) * bytes_per_token.
 template <class MemorySpace>

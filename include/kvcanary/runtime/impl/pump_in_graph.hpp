@@ -93,12 +93,11 @@ struct MailboxWriter {
     const int g = item - 1;
     // The group's count and cursor are loaded before its rows' pointer is tested, not after (every writer has
     // both words; a group without rows uses neither), so that the three loads are in flight together: one round
-    // trip where the test first made two (PTX checked). A group without rows holds none: its window is empty.
-    const auto count = static_cast<std::uint64_t>(block[CounterBlock::count_index(g)]);  // past int64: full
+    // trip where the test first made two (PTX checked; a count used only under the test had its load sunk below
+    // it, so in_ring is computed whatever the test says). A group without rows holds none: its window is empty.
+    const auto in_ring = static_cast<std::int64_t>(rows_held(block[CounterBlock::count_index(g)], capacity));
     const std::int64_t from = mailed[g];
     const bool mails_rows = rows != nullptr && rows[g] != nullptr;  // after the two loads above are issued
-    const std::int64_t in_ring =
-        count < static_cast<std::uint64_t>(capacity) ? static_cast<std::int64_t>(count) : capacity;
     const std::int64_t held = mails_rows ? in_ring : 0;
     const std::int64_t begin = from < 0 ? 0 : (from < held ? from : held);
     const std::int64_t end = begin + layout.window < held ? begin + layout.window : held;
