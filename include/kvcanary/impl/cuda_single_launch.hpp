@@ -68,7 +68,7 @@ __global__ void __launch_bounds__(kTileThreads)
                                                   bad_row_or_none(status.first_bad_row)));
     sink.count_runs(totals.verify, out.verify_capacity());
   }
-  zero_write_offsets_tail(out, batch_size);
+  zero_write_offsets_tail(out, batch_size, plan_blocks<Rider>());
 
   if (!expands_entries<Sink> || totals.verify > out.verify_capacity()) return;  // overflow: untouched arrays
   expand_tiles<kEntriesPerThread>(in, sink, StagedOffsets{offsets, 0}, StagedRowFields{rows, 0}, batch_size,
@@ -120,7 +120,7 @@ __global__ void __launch_bounds__(kTileThreads)
       sink.count_runs(all.lengths.verify, out.verify_capacity());
     }
   }
-  zero_write_offsets_tail(out, batch_size);
+  zero_write_offsets_tail(out, batch_size, plan_blocks<Rider>());
 
   if (!expands_entries<Sink> || all.lengths.verify > out.verify_capacity()) return;  // overflow: untouched arrays
   expand_tiles<kPerThread>(in, sink, StagedOffsets{offsets[warp], 0}, StagedRowFields{rows[warp], 0}, batch_size,

@@ -98,6 +98,12 @@ struct NoRider {
   __device__ void ride(int /*thread*/, int /*threads*/) const {}
 };
 
+// The blocks of a launch that carries `Rider` which are the plan's: all but the rider's.
+template <class Rider>
+__device__ unsigned plan_blocks() {
+  return gridDim.x - (Rider::kActive ? 1u : 0u);
+}
+
 // A tile inside one row, the common case when rows are longer than a tile: the row's inputs and
 // base pointers once, then per entry one req_to_token load, one pool load and the stores. Entries of
 // a warp have consecutive positions, so an entry's predecessor slot is the slot of the lane below

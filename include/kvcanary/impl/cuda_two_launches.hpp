@@ -71,7 +71,7 @@ template <class MemorySpace, class Rider = NoRider>
 __global__ void __launch_bounds__(kRowsThreads)
     rows_kernel(const DeviceInputs<MemorySpace> in, const DeviceOutputs<MemorySpace> out, const std::int64_t batch_size,
                 const std::int64_t rows_per_block, const Rider rider = Rider{}) {
-  const unsigned row_blocks = gridDim.x - (Rider::kActive ? 1u : 0u);  // a rider's block is the grid's last
+  const unsigned row_blocks = plan_blocks<Rider>();  // a rider's block is the grid's last
   if constexpr (Rider::kActive)
     if (blockIdx.x == row_blocks) return rider.ride(threadIdx.x, blockDim.x);
   const std::int64_t rider_token = blockIdx.x == row_blocks - 1 && threadIdx.x == 0 ? rider.before_scalars() : 0;
@@ -120,7 +120,7 @@ __global__ void __launch_bounds__(kRowsThreads)
     rider.after_scalars(rider_token, write_totals(out, batch_size, carry.verify, carry.write, all.error_bits,
                                                   bad_row_or_none(all.first_bad_row)));
   }
-  zero_write_offsets_tail(out, batch_size);
+  zero_write_offsets_tail(out, batch_size, row_blocks);
 }
 
 // The entries stage after rows_kernel. Each tile's rows are found with a block-wide search of the
