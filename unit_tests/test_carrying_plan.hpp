@@ -22,36 +22,20 @@ struct CountingRider {
 
 // A head pass by the carrying route; `rides` is how many rider blocks ran.
 inline HeadPassResult run_carrying_head_pass(const HeadPassCase& c, std::int64_t& rides) {
-  using Memory = Kokkos::CudaSpace;
-  const Kokkos::Cuda space;
-  const auto capacity = static_cast<std::int64_t>(c.start.verify_slot_indices.size());
-  const auto write_capacity = static_cast<std::int64_t>(c.start.write_seed_slot_indices.size());
-  const auto verify_plan = kvcanary::allocate_verify_plan(space, capacity, c.start.verify_identities.has_value());
-  const auto write_plan = kvcanary::allocate_write_plan(space, write_capacity, c.start.write_identities.has_value());
-  const auto status = kvcanary::allocate_plan_status(space);
-  const auto workspace = kvcanary::allocate_plan_workspace(space, batch_size(c.inputs));
-  const auto inputs = kvcanary::upload_inputs(space, c.inputs);
-  kvcanary::upload_outputs(space, c.start, verify_plan, write_plan, status);
-  std::vector<kvcanary::VerifyTarget<Memory>> targets;
-  for (std::size_t t = 0; t < c.buffers.size(); ++t)
-    targets.push_back({kvcanary::upload_canary_buffer(space, c.buffers[t]), c.kinds[t],
-                       kvcanary::upload_real_kv(space, c.real_kvs[t])});
-  const auto ring = kvcanary::upload_violation_ring(space, c.ring);
-  Kokkos::View<unsigned long long, Memory> counted("kvcanary_test::rides");
+  const DeviceHeadPass<Kokkos::Cuda> d(c, kvcanary::kRecordBytes);
+  Kokkos::View<unsigned long long, Kokkos::CudaSpace> counted("kvcanary_test::rides");
   kvcanary::VerifyOptions options = c.options;
   options.algorithm = kvcanary::CanaryAlgorithm::Portable;  // the runtime's: verify[from_inputs] after the plan
-  const bool carried = kvcanary::Impl::plan_and_verify_carrying(
-      space, inputs, verify_plan, write_plan, status, workspace, targets, ring, kvcanary::PlanOptions{}, options,
-      CountingRider{counted.data()});
+  const bool carried = kvcanary::Impl::plan_and_verify_carrying(d.space, d.inputs, d.verify_plan, d.write_plan,
+                                                                d.status, d.workspace, d.targets, d.ring,
+                                                                kvcanary::PlanOptions{}, options,
+                                                                CountingRider{counted.data()});
   EXPECT_TRUE(carried) << "the persistent kernels declined the carrying plan";
-  HeadPassResult result{c.start, {}};
-  kvcanary::download_outputs(space, verify_plan, write_plan, status, result.plan);
-  result.ring = kvcanary::download_violation_ring(space, ring);
   unsigned long long host = 0;
-  Kokkos::deep_copy(space, host, counted);
-  space.fence();
+  Kokkos::deep_copy(d.space, host, counted);
+  d.space.fence();
   rides = static_cast<std::int64_t>(host);
-  return result;
+  return d.download(c);
 }
 
 // Batches for each of the carrying kernels (the small one up to 32 rows, the fused one up to 256, the rows
@@ -74,24 +58,11 @@ TEST_F(PlanAndVerify, ARiderBlockLeavesThePlanAsWithoutIt) {
       c.real_kvs.push_back(RealKv{});
     }
     c.ring = empty_ring(64);
-    Ring reference_ring = c.ring;
-    const Outputs reference = reference_head_pass(c, reference_ring);
-    Ring all = c.ring;
-    all.capacity = reference_ring.count + 1;
-    reference_head_pass(c, all);
-
+    const ReferenceHeadPass reference = reference_with_every_row(c);
     std::int64_t rides = 0;
     const HeadPassResult carried = run_carrying_head_pass(c, rides);
     EXPECT_EQ(rides, 1);
-    EXPECT_EQ(carried.plan.verify_slot_indices, c.start.verify_slot_indices);  // checked where made, not stored
-    Outputs rest = carried.plan;
-    rest.verify_slot_indices = reference.verify_slot_indices;
-    rest.verify_expected_tokens = reference.verify_expected_tokens;
-    rest.verify_expected_positions = reference.verify_expected_positions;
-    rest.verify_prev_slot_indices = reference.verify_prev_slot_indices;
-    rest.verify_identities = reference.verify_identities;
-    EXPECT_TRUE(same_plan(rest, reference));  // write_offsets whole: [bs] and zeros after
-    EXPECT_TRUE(same_ring(carried.ring, reference_ring, all));
+    expect_checked_where_made(carried, c, reference, "the carrying plan");
     if (HasFailure()) return;
   }
 }

@@ -32,6 +32,43 @@ struct HeadPassResult {
   Ring ring;
 };
 
+// A head pass's state on the device, uploaded from a case: the plan's arrays, the targets and the ring.
+template <class ExecSpace>
+struct DeviceHeadPass {
+  using Memory = typename ExecSpace::memory_space;
+  ExecSpace space;
+  kvcanary::VerifyPlan<Memory> verify_plan;
+  kvcanary::WritePlan<Memory> write_plan;
+  kvcanary::PlanStatus<Memory> status;
+  kvcanary::PlanWorkspace<Memory> workspace;
+  kvcanary::PlanInputs<Memory> inputs;
+  std::vector<kvcanary::VerifyTarget<Memory>> targets;
+  kvcanary::ViolationRing<Memory> ring;
+
+  DeviceHeadPass(const HeadPassCase& c, std::int64_t stride_bytes)
+      : verify_plan(kvcanary::allocate_verify_plan(space, static_cast<std::int64_t>(c.start.verify_slot_indices.size()),
+                                                   c.start.verify_identities.has_value())),
+        write_plan(kvcanary::allocate_write_plan(space,
+                                                 static_cast<std::int64_t>(c.start.write_seed_slot_indices.size()),
+                                                 c.start.write_identities.has_value())),
+        status(kvcanary::allocate_plan_status(space)),
+        workspace(kvcanary::allocate_plan_workspace(space, batch_size(c.inputs))),
+        inputs(kvcanary::upload_inputs(space, c.inputs)),
+        ring(kvcanary::upload_violation_ring(space, c.ring)) {
+    kvcanary::upload_outputs(space, c.start, verify_plan, write_plan, status);
+    for (std::size_t t = 0; t < c.buffers.size(); ++t)
+      targets.push_back({kvcanary::upload_canary_buffer(space, c.buffers[t], stride_bytes), c.kinds[t],
+                         kvcanary::upload_real_kv(space, c.real_kvs[t])});
+  }
+
+  HeadPassResult download(const HeadPassCase& c) const {
+    HeadPassResult result{c.start, {}};
+    kvcanary::download_outputs(space, verify_plan, write_plan, status, result.plan);
+    result.ring = kvcanary::download_violation_ring(space, ring);
+    return result;
+  }
+};
+
 // One head pass on the backend, by plan() then verify() or by plan_and_verify(), from the case's state. On
 // CUDA the fused route's algorithms pick its kernels: by default the persistent plan checking each entry
 // where it makes it; with c.options.algorithm Portable the persistent plan's offsets, then verify[from_inputs];
@@ -39,34 +76,17 @@ struct HeadPassResult {
 template <class ExecSpace>
 HeadPassResult run_head_pass(const HeadPassCase& c, bool fused, std::int64_t stride_bytes = kvcanary::kRecordBytes,
                              kvcanary::EntriesAlgorithm algorithm = kvcanary::EntriesAlgorithm::Default) {
-  using Memory = typename ExecSpace::memory_space;
-  const ExecSpace space;
-  const auto capacity = static_cast<std::int64_t>(c.start.verify_slot_indices.size());
-  const auto write_capacity = static_cast<std::int64_t>(c.start.write_seed_slot_indices.size());
-  const auto verify_plan = kvcanary::allocate_verify_plan(space, capacity, c.start.verify_identities.has_value());
-  const auto write_plan = kvcanary::allocate_write_plan(space, write_capacity, c.start.write_identities.has_value());
-  const auto status = kvcanary::allocate_plan_status(space);
-  const auto workspace = kvcanary::allocate_plan_workspace(space, batch_size(c.inputs));
-  const auto inputs = kvcanary::upload_inputs(space, c.inputs);
-  kvcanary::upload_outputs(space, c.start, verify_plan, write_plan, status);
-  std::vector<kvcanary::VerifyTarget<Memory>> targets;
-  for (std::size_t t = 0; t < c.buffers.size(); ++t)
-    targets.push_back({kvcanary::upload_canary_buffer(space, c.buffers[t], stride_bytes), c.kinds[t],
-                       kvcanary::upload_real_kv(space, c.real_kvs[t])});
-  const auto ring = kvcanary::upload_violation_ring(space, c.ring);
+  const DeviceHeadPass<ExecSpace> d(c, stride_bytes);
   if (fused) {
     kvcanary::PlanOptions plan_options;
     plan_options.algorithm = algorithm;
-    kvcanary::plan_and_verify(space, inputs, verify_plan, write_plan, status, workspace, targets, ring, plan_options,
-                              c.options);
+    kvcanary::plan_and_verify(d.space, d.inputs, d.verify_plan, d.write_plan, d.status, d.workspace, d.targets, d.ring,
+                              plan_options, c.options);
   } else {
-    kvcanary::plan(space, inputs, verify_plan, write_plan, status, workspace);
-    kvcanary::verify(space, verify_plan, targets, ring, c.options);
+    kvcanary::plan(d.space, d.inputs, d.verify_plan, d.write_plan, d.status, d.workspace);
+    kvcanary::verify(d.space, d.verify_plan, d.targets, d.ring, c.options);
   }
-  HeadPassResult result{c.start, {}};
-  kvcanary::download_outputs(space, verify_plan, write_plan, status, result.plan);
-  result.ring = kvcanary::download_violation_ring(space, ring);
-  return result;
+  return d.download(c);
 }
 
 // The reference's plan, then its verify of each buffer in order into `ring`.
@@ -79,35 +99,51 @@ inline Outputs reference_head_pass(const HeadPassCase& c, Ring& ring) {
   return plan;
 }
 
+// The reference's head pass, and its ring again with room for every row it reports (`all`: what same_ring
+// judges an overflowing ring's kept rows by).
+struct ReferenceHeadPass {
+  Outputs plan;
+  Ring ring;
+  Ring all;
+};
+
+inline ReferenceHeadPass reference_with_every_row(const HeadPassCase& c) {
+  ReferenceHeadPass r{{}, c.ring, c.ring};
+  r.plan = reference_head_pass(c, r.ring);
+  r.all.capacity = r.ring.count + 1;
+  reference_head_pass(c, r.all);
+  return r;
+}
+
+// A route that checks the entries where it makes them (SPEC-CANARY §5.1) against the reference: the verify
+// arrays as they started, everything else the reference's.
+inline void expect_checked_where_made(const HeadPassResult& got, const HeadPassCase& c,
+                                      const ReferenceHeadPass& reference, const char* route) {
+  EXPECT_EQ(got.plan.verify_slot_indices, c.start.verify_slot_indices) << route;
+  EXPECT_EQ(got.plan.verify_expected_tokens, c.start.verify_expected_tokens) << route;
+  EXPECT_EQ(got.plan.verify_expected_positions, c.start.verify_expected_positions) << route;
+  EXPECT_EQ(got.plan.verify_prev_slot_indices, c.start.verify_prev_slot_indices) << route;
+  EXPECT_EQ(got.plan.verify_identities, c.start.verify_identities) << route;
+  Outputs rest = got.plan;
+  rest.verify_slot_indices = reference.plan.verify_slot_indices;
+  rest.verify_expected_tokens = reference.plan.verify_expected_tokens;
+  rest.verify_expected_positions = reference.plan.verify_expected_positions;
+  rest.verify_prev_slot_indices = reference.plan.verify_prev_slot_indices;
+  rest.verify_identities = reference.plan.verify_identities;
+  EXPECT_TRUE(same_plan(rest, reference.plan)) << route;  // write_offsets whole: [bs], then zeros
+  EXPECT_TRUE(same_ring(got.ring, reference.ring, reference.all)) << route;
+}
+
 // Both routes against the reference; returns the fused route's result.
 template <class ExecSpace>
 HeadPassResult expect_both_routes_match(const HeadPassCase& c, std::int64_t stride_bytes = kvcanary::kRecordBytes,
                                         kvcanary::EntriesAlgorithm algorithm = kvcanary::EntriesAlgorithm::Default) {
-  Ring reference_ring = c.ring;
-  const Outputs reference = reference_head_pass(c, reference_ring);
-  Ring all = c.ring;
-  all.capacity = reference_ring.count + 1;
-  reference_head_pass(c, all);
-
+  const ReferenceHeadPass reference = reference_with_every_row(c);
   const HeadPassResult plain = run_head_pass<ExecSpace>(c, false, stride_bytes);
-  EXPECT_TRUE(same_plan(plain.plan, reference)) << "plan() then verify()";
-  EXPECT_TRUE(same_ring(plain.ring, reference_ring, all)) << "plan() then verify()";
-
+  EXPECT_TRUE(same_plan(plain.plan, reference.plan)) << "plan() then verify()";
+  EXPECT_TRUE(same_ring(plain.ring, reference.ring, reference.all)) << "plan() then verify()";
   const HeadPassResult fused = run_head_pass<ExecSpace>(c, true, stride_bytes, algorithm);
-  // The verify arrays are the starting ones; everything else is the reference's.
-  EXPECT_EQ(fused.plan.verify_slot_indices, c.start.verify_slot_indices);
-  EXPECT_EQ(fused.plan.verify_expected_tokens, c.start.verify_expected_tokens);
-  EXPECT_EQ(fused.plan.verify_expected_positions, c.start.verify_expected_positions);
-  EXPECT_EQ(fused.plan.verify_prev_slot_indices, c.start.verify_prev_slot_indices);
-  EXPECT_EQ(fused.plan.verify_identities, c.start.verify_identities);
-  Outputs rest = fused.plan;
-  rest.verify_slot_indices = reference.verify_slot_indices;
-  rest.verify_expected_tokens = reference.verify_expected_tokens;
-  rest.verify_expected_positions = reference.verify_expected_positions;
-  rest.verify_prev_slot_indices = reference.verify_prev_slot_indices;
-  rest.verify_identities = reference.verify_identities;
-  EXPECT_TRUE(same_plan(rest, reference)) << "plan_and_verify()";
-  EXPECT_TRUE(same_ring(fused.ring, reference_ring, all)) << "plan_and_verify()";
+  expect_checked_where_made(fused, c, reference, "plan_and_verify()");
   return fused;
 }
 
