@@ -26,10 +26,9 @@ inline HeadPassResult run_carrying_head_pass(const HeadPassCase& c, std::int64_t
   Kokkos::View<unsigned long long, Kokkos::CudaSpace> counted("kvcanary_test::rides");
   kvcanary::VerifyOptions options = c.options;
   options.algorithm = kvcanary::CanaryAlgorithm::Portable;  // the runtime's: verify[from_inputs] after the plan
-  const bool carried = kvcanary::Impl::plan_and_verify_carrying(d.space, d.inputs, d.verify_plan, d.write_plan,
-                                                                d.status, d.workspace, d.targets, d.ring,
-                                                                kvcanary::PlanOptions{}, options,
-                                                                CountingRider{counted.data()});
+  const bool carried = kvcanary::Impl::plan_and_verify_carrying(
+      d.space, d.inputs, d.verify_plan, d.write_plan, d.status, d.workspace, d.targets, d.ring, kvcanary::PlanOptions{},
+      options, CountingRider{counted.data()});
   EXPECT_TRUE(carried) << "the persistent kernels declined the carrying plan";
   unsigned long long host = 0;
   Kokkos::deep_copy(d.space, host, counted);
