@@ -105,8 +105,7 @@ ViolationReport make_report(const reference::ViolationRing& ring, std::int64_t a
   report.count = ring.count;
   report.capacity = ring.capacity;
   report.overflowed = Impl::as_uint64(ring.count) > Impl::as_uint64(ring.capacity);
-  report.lost_to_overflow =
-      report.overflowed ? Impl::as_int64(Impl::as_uint64(ring.count) - Impl::as_uint64(ring.capacity)) : 0;
+  report.lost_to_overflow = Impl::as_int64(Impl::rows_lost(ring.count, ring.capacity));
   report.newly_lost = report.lost_to_overflow;
   report.first_row = already_reported;
   report.rows_read = static_cast<std::int64_t>(held) - already_reported;

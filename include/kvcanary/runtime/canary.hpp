@@ -1007,9 +1007,7 @@ class Canary {
       const std::int64_t count = host_value(gi, Block::kCount);
       const auto held = static_cast<std::int64_t>(Impl::rows_held(count, config_.ring_capacity));
       const std::int64_t new_valid = std::max(g.rows_valid, std::min(held, g.window_end));
-      const std::int64_t lost = Impl::as_uint64(count) > Impl::as_uint64(config_.ring_capacity)
-                                    ? Impl::as_int64(Impl::as_uint64(count) - Impl::as_uint64(config_.ring_capacity))
-                                    : 0;
+      const std::int64_t lost = Impl::as_int64(Impl::rows_lost(count, config_.ring_capacity));
       v.count += count;
       v.overflowed = v.overflowed || lost > 0;
       if (lost > 0 && std::find(report.overflowed_groups.begin(), report.overflowed_groups.end(), g.kind) ==

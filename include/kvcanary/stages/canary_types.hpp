@@ -132,6 +132,11 @@ KOKKOS_INLINE_FUNCTION constexpr std::uint64_t rows_held(std::int64_t count, std
   const auto appended = static_cast<std::uint64_t>(count), room = static_cast<std::uint64_t>(capacity);
   return appended < room ? appended : room;
 }
+
+// The appends such a ring dropped: count - rows_held(), as uint64 (0 unless the count passed the capacity).
+KOKKOS_INLINE_FUNCTION constexpr std::uint64_t rows_lost(std::int64_t count, std::int64_t capacity) {
+  return static_cast<std::uint64_t>(count) - rows_held(count, capacity);
+}
 }  // namespace Impl
 
 // SPEC-CANARY §3: a paged KV tensor as bytes [pages, row_bytes]; a token's bytes start at row
