@@ -33,7 +33,7 @@ __global__ void __launch_bounds__(kTileThreads)
     fused_plan_kernel(const DeviceInputs<MemorySpace> in, const DeviceOutputs<MemorySpace> out, const Sink sink,
                       const std::int64_t batch_size, const Rider rider = Rider{}) {
   if constexpr (Rider::kActive)
-    if (blockIdx.x == gridDim.x - 1) return rider.ride(threadIdx.x, blockDim.x);
+    if (blockIdx.x == plan_blocks<Rider>()) return rider.ride(threadIdx.x, blockDim.x);  // the grid's last
   const std::int64_t rider_token = blockIdx.x == 0 && threadIdx.x == 0 ? rider.before_scalars() : 0;
   using BlockScan = cub::BlockScan<ScanPair, kTileThreads>;
   __shared__ std::int64_t offsets[kFusedMaxRows + 1];
@@ -84,7 +84,7 @@ __global__ void __launch_bounds__(kTileThreads)
     small_plan_kernel(const DeviceInputs<MemorySpace> in, const DeviceOutputs<MemorySpace> out, const Sink sink,
                       const std::int64_t batch_size, const Rider rider = Rider{}) {
   if constexpr (Rider::kActive)
-    if (blockIdx.x == gridDim.x - 1) return rider.ride(threadIdx.x, blockDim.x);
+    if (blockIdx.x == plan_blocks<Rider>()) return rider.ride(threadIdx.x, blockDim.x);  // the grid's last
   const std::int64_t rider_token = blockIdx.x == 0 && threadIdx.x == 0 ? rider.before_scalars() : 0;
   constexpr int kWarps = kTileThreads / 32;
   __shared__ std::int64_t offsets[kWarps][kSmallMaxRows + 1];
