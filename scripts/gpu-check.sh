@@ -29,6 +29,9 @@
 #   .deps/sysroot/                            Debian's GoogleTest, Google Benchmark, nlohmann-json, when
 #                                             the node has none of its own
 #   .deps/sglang-0.5.23/                      the original's kv_canary references and test helpers
+# Prebuilt: with BUILD_DIR at a folder made by scripts/make-gpu-binaries.sh (a PREBUILT file in it), the
+# stages after build run its executables (their libraries from its lib/), $TESTS defaults to the kinds it
+# holds, and the summary names the tree they were built from; build and python are refused there.
 # A summary goes to $REPORT_DIR/summary.txt (default build-gpu/report). Its commit is $KVCANARY_COMMIT, else
 # the commit of this checkout when it is a git work tree of its own, else "unknown" (an exported copy
 # inside some other repository does not take that repository's commit).
@@ -55,7 +58,17 @@ prefix_path=$KOKKOS_DEPS_PREFIX/kokkos-3.4.01-cuda-sm90
 [ -d "$ROOT/.deps/sysroot/usr" ] && prefix_path="$prefix_path;$ROOT/.deps/sysroot/usr"
 
 commit=${KVCANARY_COMMIT:-unknown}
-if [ -z "${KVCANARY_COMMIT:-}" ] && [ "$(git -C "$ROOT" rev-parse --show-toplevel 2>/dev/null)" = "$ROOT" ]; then
+prebuilt=$BUILD/PREBUILT
+if [ -f "$prebuilt" ]; then
+  if has build || has python; then
+    say "$BUILD holds prebuilt executables (scripts/make-gpu-binaries.sh): build and python need a build folder"
+    exit 2
+  fi
+  [ -n "${KVCANARY_COMMIT:-}" ] || commit="$(sed -n 's/^commit=//p' "$prebuilt") (prebuilt)"
+  TESTS=${TESTS:-$(sed -n 's/^kinds=//p' "$prebuilt")}
+  export LD_LIBRARY_PATH="$BUILD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
+if [ -z "${KVCANARY_COMMIT:-}" ] && [ ! -f "$prebuilt" ] && [ "$(git -C "$ROOT" rev-parse --show-toplevel 2>/dev/null)" = "$ROOT" ]; then
   commit=$(git -C "$ROOT" rev-parse --short HEAD)
 fi
 say "kvcanary gpu-check $(date -u +%Y-%m-%dT%H:%MZ), commit $commit"
