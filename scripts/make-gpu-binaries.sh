@@ -9,8 +9,8 @@
 # in build-gpu-bin/, then copies them into .gpu-bin/ (git-ignored) in the build tree's layout, with the shared
 # libraries they load that a node may lack (the CUDA runtime, Google Benchmark, libstdc++) in .gpu-bin/lib/ and
 # a PREBUILT file naming the tree they were built from (commit, and "+changes" if the work tree differed from
-# it) and the kinds held; then packs the folder into .gpu-bin.tar.xz (~17 MB for the default kinds, against
-# ~62 MB unpacked: a device call carries at most 64 MiB). Carry .gpu-bin.tar.xz and run
+# it) and the kinds held; then packs the folder into .gpu-bin.tar.xz (~18 MB for the default kinds, against
+# 47-62 MB unpacked: a device call carries at most 64 MiB). Carry .gpu-bin.tar.xz and run
 # `tar -xJf .gpu-bin.tar.xz && BUILD_DIR=$PWD/.gpu-bin scripts/gpu-check.sh test perf` (any stage but build and
 # python); a node whose C library is older than this machine's cannot run them, and gpu-check then says so on
 # its first test (docs/GPU.md). A device call's start is the scarce thing: a build on the node took 120-190 s.
