@@ -10,6 +10,9 @@
 #    the tree from their real location);
 # 3. `scripts/run-demo.sh` (through a symlink) writes only the report to stdout: the same lines as
 #    `kvcanary simulate` run directly, numbers aside; dependency, CMake and build logs go to stderr.
+# 4. scripts/gpu-check.sh on a folder of executables built elsewhere (scripts/make-gpu-binaries.sh): refuses
+#    `build` (exit 2), and `test` runs the kinds the folder holds, with its lib/ and its commit (a stand-in
+#    executable: no GPU needed).
 # Step 3 builds kvcanary (target kvcanary-cli) in the README build dir (a no-op after scripts/run-tests.sh).
 #
 # Environment: KVCANARY_BUILD_DIR (default: build), JOBS.
@@ -62,6 +65,32 @@ if (cd "$work" && "$work/bin/kvcanary-demo" --steps 200 --seed 5 > "$work/demo.o
   fi
 else
   fail "run-demo.sh through a symlink failed: $(tail -n 5 "$work/demo.err")"
+fi
+
+# --- 4. gpu-check.sh on executables built elsewhere (scripts/make-gpu-binaries.sh's folder) -------------
+# A stand-in runtime test that reports where its libraries come from; no GPU or CUDA needed.
+prebuilt=$work/gpu-bin
+mkdir -p "$prebuilt/lib" "$prebuilt/unit_tests/runtime"
+printf 'commit=abc1234+changes\nkinds=runtime\n' > "$prebuilt/PREBUILT"
+cat > "$prebuilt/unit_tests/runtime/kvcanary_runtime_tests_cuda" <<'STUB'
+#!/bin/sh
+echo "library path: $LD_LIBRARY_PATH"
+echo "[  PASSED  ] 1 test."
+STUB
+chmod +x "$prebuilt/unit_tests/runtime/kvcanary_runtime_tests_cuda"
+if (BUILD_DIR=$prebuilt "$KV_ROOT/scripts/gpu-check.sh" build > "$work/gpu-build.out" 2>&1); then
+  fail "gpu-check.sh build on a prebuilt folder did not refuse"
+elif [ $? -ne 2 ] || ! grep -q 'holds prebuilt executables' "$work/gpu-build.out"; then
+  fail "gpu-check.sh build on a prebuilt folder: not exit 2 with its line: $(head -c 300 "$work/gpu-build.out")"
+elif ! (BUILD_DIR=$prebuilt "$KV_ROOT/scripts/gpu-check.sh" test > "$work/gpu-test.out" 2>&1); then
+  fail "gpu-check.sh test on a prebuilt folder failed: $(tail -n 5 "$work/gpu-test.out")"
+elif ! grep -q '^kvcanary gpu-check .*, commit abc1234+changes (prebuilt)$' "$work/gpu-test.out" \
+  || ! grep -q '^kvcanary_runtime_tests_cuda: rc=0 \[  PASSED  \] 1 test' "$work/gpu-test.out" \
+  || grep -q 'kvcanary_unit_tests_cuda\|^cli' "$work/gpu-test.out" \
+  || ! grep -q "^library path: $prebuilt/lib" "$prebuilt/report/kvcanary_runtime_tests_cuda.log"; then
+  fail "gpu-check.sh test on a prebuilt folder: not its commit, kinds and libraries: $(head -c 600 "$work/gpu-test.out")"
+else
+  pass "gpu-check.sh on a prebuilt folder: build refused (exit 2); test runs its kinds with its lib/ and commit"
 fi
 
 [ "$failures" -eq 0 ] || kv_die "$failures script check(s) failed"
