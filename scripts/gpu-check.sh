@@ -67,8 +67,7 @@ if [ -f "$prebuilt" ]; then
   [ -n "${KVCANARY_COMMIT:-}" ] || commit="$(sed -n 's/^commit=//p' "$prebuilt") (prebuilt)"
   TESTS=${TESTS:-$(sed -n 's/^kinds=//p' "$prebuilt")}
   export LD_LIBRARY_PATH="$BUILD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-fi
-if [ -z "${KVCANARY_COMMIT:-}" ] && [ ! -f "$prebuilt" ] && [ "$(git -C "$ROOT" rev-parse --show-toplevel 2>/dev/null)" = "$ROOT" ]; then
+elif [ -z "${KVCANARY_COMMIT:-}" ] && [ "$(git -C "$ROOT" rev-parse --show-toplevel 2>/dev/null)" = "$ROOT" ]; then
   commit=$(git -C "$ROOT" rev-parse --short HEAD)
 fi
 say "kvcanary gpu-check $(date -u +%Y-%m-%dT%H:%MZ), commit $commit"
