@@ -306,6 +306,31 @@ TEST_F(Runtime, PumpWindowAndRingOverflowLoseNothingTheRingKept) {
   for (const auto route : kPumpRoutes) expect_overflowing_ring_reported_once(route, 10, 30, 1);
 }
 
+// A count read past 2^63 + capacity (-1 as int64: its loss, too, is past 2^63) is a full ring that overflowed,
+// as make_report() reads it, not a negative loss: both compare the count as uint64.
+TEST_F(Runtime, ACountPastInt64IsAnOverflowAsMakeReportReadsIt) {
+  constexpr std::int64_t kCapacity = 8;
+  auto config = quiet();
+  config.ring_capacity = kCapacity;
+  Harness h(EngineShape{}, config);
+  h.step(false, false);
+  h.record(h.canary->flush());
+  const std::int64_t count = -1;
+  Kokkos::deep_copy(h.canary->ring(kvcanary::GroupKind::Target).count, count);
+  h.record(h.canary->flush());
+  kvcanary::reference::ViolationRing ring;
+  ring.count = count;
+  ring.capacity = kCapacity;
+  ring.rows.resize(kCapacity);  // the clean run's rows: never written
+  const auto expected = kvcanary::make_report(ring, 0);
+  const auto& got = h.reports.back();
+  EXPECT_TRUE(expected.overflowed);
+  EXPECT_EQ(got.violations.overflowed, expected.overflowed);
+  EXPECT_EQ(got.violations.lost_to_overflow, expected.lost_to_overflow);
+  EXPECT_EQ(got.violations.newly_lost, expected.newly_lost);
+  EXPECT_EQ(got.overflowed_groups, std::vector<kvcanary::GroupKind>{kvcanary::GroupKind::Target});
+}
+
 TEST_F(Runtime, KernelAndMailboxRoutesMatchTheReferenceOnEveryGroup) {
   for (const auto route : {kvcanary::PumpSnapshot::Kernel, kvcanary::PumpSnapshot::InGraph,
                            kvcanary::PumpSnapshot::BesideForward, kvcanary::PumpSnapshot::WithNextPlan}) {

@@ -212,7 +212,8 @@ class Canary {
     for (Group& g : groups_) {
       if (!g.on) continue;
       Kokkos::deep_copy(space_, int64_view(g.index, Block::kCount), std::int64_t(0));
-      g.rows_valid = g.window_end = g.last_lost = 0;
+      g.rows_valid = g.window_end = 0;
+      g.last_lost = 0;
     }
     update_row_cursors();
     space_.fence();
@@ -273,7 +274,7 @@ class Canary {
     HostRows host_rows;
     std::int64_t rows_valid = 0;   // rows [0, rows_valid) copied and reported
     std::int64_t window_end = 0;   // the staged window [rows_valid, window_end)
-    std::int64_t last_lost = 0;
+    std::uint64_t last_lost = 0;  // rows_lost() at the last read
     std::int64_t head_disabled = 0, sweep_disabled = 0;
 
     const ViolationRing<Memory>& ring_for(Stage stage, KernelKind kind) const {
@@ -1007,15 +1008,16 @@ class Canary {
       const std::int64_t count = host_value(gi, Block::kCount);
       const auto held = static_cast<std::int64_t>(Impl::rows_held(count, config_.ring_capacity));
       const std::int64_t new_valid = std::max(g.rows_valid, std::min(held, g.window_end));
-      const std::int64_t lost = Impl::as_int64(Impl::rows_lost(count, config_.ring_capacity));
+      // Compared as uint64, as make_report() does: a count read past 2^63 is a full ring, not a negative loss.
+      const std::uint64_t lost = Impl::rows_lost(count, config_.ring_capacity);
       v.count += count;
-      v.overflowed = v.overflowed || lost > 0;
-      if (lost > 0 && std::find(report.overflowed_groups.begin(), report.overflowed_groups.end(), g.kind) ==
+      v.overflowed = v.overflowed || lost != 0;
+      if (lost != 0 && std::find(report.overflowed_groups.begin(), report.overflowed_groups.end(), g.kind) ==
                           report.overflowed_groups.end())
         report.overflowed_groups.push_back(g.kind);
-      v.lost_to_overflow += lost;
-      const std::int64_t newly_lost = std::max<std::int64_t>(0, lost - g.last_lost);
-      v.newly_lost += newly_lost;
+      v.lost_to_overflow += Impl::as_int64(lost);
+      const std::uint64_t newly_lost = lost > g.last_lost ? lost - g.last_lost : 0;
+      v.newly_lost += Impl::as_int64(newly_lost);
       g.last_lost = std::max(g.last_lost, lost);
       v.rows_read += new_valid - g.rows_valid;
       for (std::int64_t r = g.rows_valid; r < new_valid; ++r) {
@@ -1028,7 +1030,7 @@ class Canary {
         v.rows.push_back(row);
         v.lines.push_back(config_.report_format == ReportFormat::OneLine
                               ? format_violation(row)
-                              : format_violation_multiline(row, count, lost > 0, pumped_at));
+                              : format_violation_multiline(row, count, lost != 0, pumped_at));
         report.row_groups.push_back(g.kind);
       }
       g.rows_valid = new_valid;
@@ -1037,7 +1039,7 @@ class Canary {
           v.kernel_run_counter += host_value(gi, Block::kernel_runs(stage, tag));
           v.slot_run_counter += host_value(gi, Block::slot_runs(stage, tag));
         }
-      if (newly_lost > 0)
+      if (newly_lost != 0)
         report.warnings.push_back(message("kv_canary warning: the ", group_kind_name(g.kind), " group's ring is full (",
                                           config_.ring_capacity, " rows): ", newly_lost,
                                           " more violations counted without their rows (", lost, " in all)"));
