@@ -274,7 +274,7 @@ class Canary {
     HostRows host_rows;
     std::int64_t rows_valid = 0;   // rows [0, rows_valid) copied and reported
     std::int64_t window_end = 0;   // the staged window [rows_valid, window_end)
-    std::uint64_t last_lost = 0;  // rows_lost() at the last read
+    std::uint64_t last_lost = 0;   // rows_lost() at the last read
     std::int64_t head_disabled = 0, sweep_disabled = 0;
 
     const ViolationRing<Memory>& ring_for(Stage stage, KernelKind kind) const {
@@ -1013,7 +1013,7 @@ class Canary {
       v.count += count;
       v.overflowed = v.overflowed || lost != 0;
       if (lost != 0 && std::find(report.overflowed_groups.begin(), report.overflowed_groups.end(), g.kind) ==
-                          report.overflowed_groups.end())
+                           report.overflowed_groups.end())
         report.overflowed_groups.push_back(g.kind);
       v.lost_to_overflow += Impl::as_int64(lost);
       const std::uint64_t newly_lost = lost > g.last_lost ? lost - g.last_lost : 0;
