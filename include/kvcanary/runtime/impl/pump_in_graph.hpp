@@ -9,21 +9,17 @@
 //   slot (kSlots of them, the forward's sequence number modulo the count):
 //     [0]                 sequence word: the device's forward number
 //     [1 + 2g, 2 + 2g]    group g's window [begin, end) of ring rows copied
+//     [kChecksum]         the checksum of every other word the slot holds (mailbox_word_hash() summed)
 //     [kHeader, +kSize)   the counter block
 //     then per group      `window` rows of kRingFields words (row begin + k at k)
-//     then kSums words    the checksum in parts: each writing warp's share (mailbox_word_hash() summed over
-//                         the words it stored, plus a term of the sequence number and the part's index)
 //
 // Nothing it reads or orders crosses PCIe: the device numbers its own forwards and keeps its own row cursor
 // per group (rows already mailed, in device memory), so a replayed graph needs no host value and the kernel
 // reads no host memory; its stores are plain (posted) and unordered, with no system-scope fence. The host
-// takes a slot only when its sequence word is the one it expects next and the parts of the checksum add up to
-// the sum over what it copied: a slot still arriving, or being written again, fails it. The checksum is in
-// parts so that a block's warps store theirs with no barrier after their stores (the barrier and one thread's
-// serial close cost the next-plan route 0.2 to 0.5 us a step: docs/perf-notes.md); each part carries the
-// sequence number, so that a warp's words and part both left from the slot's previous forward fail it too.
-// Slots are taken in order; one the device overwrote before the host came (the host more than kSlots forwards
-// behind) leaves rows only the ring holds, which the host then copies synchronously (Canary::read_in_graph()).
+// takes a slot only when its sequence word is the one it expects next and the checksum over what it copied
+// matches: a slot still arriving, or being written again, fails it. Slots are taken in order; one the
+// device overwrote before the host came (the host more than kSlots forwards behind) leaves rows only the
+// ring holds, which the host then copies synchronously (Canary::read_in_graph()).
 
 #include <kvcanary/impl/hash.hpp>
 #include <kvcanary/runtime/config.hpp>
@@ -45,36 +41,30 @@ namespace Impl {
 struct MailboxLayout {
   static constexpr int kSlots = 8;  // how far the host may trail the device before it copies synchronously
   static constexpr int kSeq = 0;
-  static constexpr int kHeader = 1 + 2 * kGroupKinds;  // the sequence word and the windows
-  static constexpr int kSums = 32;                     // the checksum's parts: one a warp of a 1024-thread block
+  static constexpr int kChecksum = 1 + 2 * kGroupKinds;
+  static constexpr int kHeader = 8;
+  static_assert(kChecksum < kHeader, "the header holds the sequence word, the windows and the checksum");
   std::int64_t window = 0;  // rows per group and slot: min(pump_rows_per_step, ring_capacity)
 
   KOKKOS_INLINE_FUNCTION std::int64_t rows_offset(int group) const {
     return kHeader + CounterBlock::kSize + group * window * kRingFields;
   }
-  KOKKOS_INLINE_FUNCTION std::int64_t sums_offset() const { return rows_offset(kGroupKinds); }
-  KOKKOS_INLINE_FUNCTION std::int64_t slot_words() const { return sums_offset() + kSums; }
+  KOKKOS_INLINE_FUNCTION std::int64_t slot_words() const { return rows_offset(kGroupKinds); }
 };
 
-// A slot's checksum is the sum of this over its words but the parts (order-free: the threads add theirs in any
-// order). The word's index is mixed in, so that a word in the wrong place fails it too.
+// A slot's checksum is the sum of this over its words but the checksum's own (order-free: the team's threads
+// add theirs in any order). The word's index is mixed in, so that a word in the wrong place fails it too.
 KOKKOS_INLINE_FUNCTION std::uint64_t mailbox_word_hash(std::int64_t index, std::int64_t value) {
   return splitmix64(as_uint64(value) ^ (as_uint64(index) * 0x9E3779B97F4A7C15ull));
-}
-
-// The term of forward `seq` that part `part` of the checksum carries beside its words' hashes.
-KOKKOS_INLINE_FUNCTION std::uint64_t mailbox_part_term(std::int64_t seq, int part) {
-  return mailbox_word_hash(-1 - part, seq);
 }
 
 // The snapshot's device side, for whichever kernel takes it: the in-graph kernel below (a Kokkos team) or, on
 // CUDA, the last block of the forward's last write (pump_in_write.hpp). Raw pointers, so that it rides
 // in a kernel's arguments; the Canary keeps the Views alive. Its threads call open(k) for each of kOpenItems
-// items (any threads; then a barrier), store() for each of words() items and store_header() once (any thread,
-// any order; the hashes they return summed into parts), then put_sum() for each of the kSums parts (any thread,
-// each part once; a part no thread summed into is put as 0).
+// items (any threads; then a barrier), store() for each of words() items (any thread, any order; the hashes
+// they return summed), then close() (one thread).
 struct MailboxWriter {
-  static constexpr int kHeaderWords = MailboxLayout::kHeader;    // the sequence number, then the windows
+  static constexpr int kHeaderWords = MailboxLayout::kChecksum;  // the sequence number, then the windows
   static constexpr int kOpenItems = 1 + kGroupKinds;             // the forward's number, then each group's window
 
   const std::int64_t* block = nullptr;         // the counter block
@@ -152,20 +142,14 @@ struct MailboxWriter {
     return mailbox_word_hash(at, value);
   }
 
-  // The header's words in their places; returns their share of the checksum.
-  KOKKOS_INLINE_FUNCTION std::uint64_t store_header(const std::int64_t* header) const {
+  // One thread, after every store(): the header and the checksum (`sum`: the stores' hashes).
+  KOKKOS_INLINE_FUNCTION void close(const std::int64_t* header, std::uint64_t sum) const {
     std::int64_t* out = slot(header);
-    std::uint64_t sum = 0;
     for (int w = 0; w < kHeaderWords; ++w) {
       out[w] = header[w];
       sum += mailbox_word_hash(w, header[w]);
     }
-    return sum;
-  }
-
-  // Part `part` of the checksum: `sum`, the hashes summed into it, with the forward's term.
-  KOKKOS_INLINE_FUNCTION void put_sum(const std::int64_t* header, int part, std::uint64_t sum) const {
-    slot(header)[layout.sums_offset() + part] = as_int64(sum + mailbox_part_term(header[MailboxLayout::kSeq], part));
+    out[MailboxLayout::kChecksum] = as_int64(sum);
   }
 };
 
@@ -192,10 +176,7 @@ struct PumpInGraphKernel {
     Kokkos::parallel_reduce(
         Kokkos::TeamThreadRange(team, writer.words(header.data())),
         [&](const std::int64_t i, std::uint64_t& partial) { partial += writer.store(i, header.data()); }, sum);
-    // One part holds the team's sum; the others only the forward's term.
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, MailboxLayout::kSums), [&](const int part) {
-      writer.put_sum(header.data(), part, part == 0 ? sum + writer.store_header(header.data()) : 0);
-    });
+    Kokkos::single(Kokkos::PerTeam(team), [&]() { writer.close(header.data(), sum); });
   }
 };
 
@@ -255,12 +236,9 @@ class PumpMailbox {
     std::array<std::int64_t, MailboxLayout::kHeader> header;
     std::memcpy(header.data(), slot, sizeof(header));
     std::memcpy(out.block.data(), slot + MailboxLayout::kHeader, sizeof(out.block));
-    std::uint64_t sum = 0, parts = 0;
-    for (int part = 0; part < MailboxLayout::kSums; ++part) {
-      parts += as_uint64(slot[layout_.sums_offset() + part]);
-      sum += mailbox_part_term(seq, part);
-    }
-    for (int w = 0; w < MailboxLayout::kHeader; ++w) sum += mailbox_word_hash(w, header[static_cast<std::size_t>(w)]);
+    std::uint64_t sum = 0;
+    for (int w = 0; w < MailboxLayout::kHeader; ++w)
+      if (w != MailboxLayout::kChecksum) sum += mailbox_word_hash(w, header[static_cast<std::size_t>(w)]);
     for (int i = 0; i < CounterBlock::kSize; ++i)
       sum += mailbox_word_hash(MailboxLayout::kHeader + i, out.block[static_cast<std::size_t>(i)]);
     bool whole = header[MailboxLayout::kSeq] == seq;
@@ -275,7 +253,7 @@ class PumpMailbox {
       out.windows[static_cast<std::size_t>(2 * g)] = begin;
       out.windows[static_cast<std::size_t>(2 * g + 1)] = end;
     }
-    if (whole && sum == parts) {
+    if (whole && as_int64(sum) == header[MailboxLayout::kChecksum]) {
       out.seq = seq;
       return Read::Taken;
     }

@@ -89,7 +89,7 @@ struct PlanMailRider {
       const std::int64_t k = i - mail.scalars_at;  // i == thread here: threads >= the block's words
       sum += mail.writer.put(i, header, k >= 0 && k < 2 ? copied[k] : mine);
     }
-    sum_by_warps(mail.writer, header, sum, thread, threads);
+    sum_and_close_by_block(mail.writer, header, sum, thread, threads);
   }
 };
 #endif

@@ -38,7 +38,7 @@ struct MailboxEpilogue {
     __shared__ std::int64_t header[MailboxWriter::kHeaderWords];
     if (thread < MailboxWriter::kOpenItems) writer.open(thread, header);  // a write block has >= 32 threads
     __syncthreads();
-    store_and_sum_by_block(writer, header, thread, threads);
+    store_and_close_by_block(writer, header, thread, threads);
   }
 };
 
