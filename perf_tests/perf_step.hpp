@@ -49,9 +49,7 @@
 //                              branch forked after before_forward()'s passes, joined by after_forward()
 //   step_pump_next_plan/<workload>/<launch>   the same with PumpSnapshot::WithNextPlan: the previous forward's
 //                              snapshot in one extra block of the step's first head plan (CUDA; the snapshot
-//                              kernel before the plan elsewhere); that group's head route is then the
-//                              offsets-only plan at every batch size, so at bs 1 and 8 pump_us_per_step also
-//                              holds the route's difference from the fused head of the copies route's steps
+//                              kernel before the plan elsewhere), the head route Default's
 //   step_pump*_with_model/<workload>/graph   (CUDA) each route with a stand-in for the model's forward between
 //                              before_forward() and after_forward() in the step, in both loops: a device copy
 //                              of kModelStandInBytes (a decode forward streams the model's weights, 2.5 GB for a

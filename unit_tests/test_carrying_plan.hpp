@@ -1,8 +1,10 @@
 // CUDA only: a plan whose first launch carries a rider's block (Impl::plan_and_verify_carrying, the runtime's
-// pump snapshot in the next plan) leaves every output as plan_and_verify() leaves them without it. The rider
-// here only counts its rides, so a decline (nothing launched) cannot pass for a match. The WritePlan's capacity
-// is far past the batch so that the whole of write_offsets, which SPEC §4 has rewritten every call, spans every
-// block of the grid, the rider's included.
+// pump snapshot in the next plan) leaves every output as plan_and_verify() leaves them without it, by both of
+// its routes: the offsets-only plan with verify[from_inputs] after it, and the one launch that checks each entry
+// where it makes it (up to 256 rows), whose rider counts the pass's runs. The rider here counts its rides, so
+// that a decline (nothing launched) cannot pass for a match, and adds the runs as the runtime's rider does from
+// the parts its threads are handed. The WritePlan's capacity is far past the batch so that the whole of
+// write_offsets, which SPEC §4 has rewritten every call, spans every block of the grid, the rider's included.
 
 // After test_plan_and_verify.hpp (all_tests_v2.hpp), whose fixture and helpers it uses.
 
@@ -15,17 +17,27 @@ struct CountingRider {
   unsigned long long* rides = nullptr;
   __device__ std::int64_t before_scalars() const { return 0; }
   __device__ void after_scalars(std::int64_t /*token*/, const kvcanary::Impl::VerifyScalars& /*scalars*/) const {}
-  __device__ void ride(int thread, int /*threads*/) const {
-    if (thread == 0) atomicAdd(rides, 1ull);
+  template <class Appends>
+  __device__ void ride(int thread, int /*threads*/, const Appends& appends) const {
+    __shared__ unsigned long long total;
+    if (thread == 0) total = 0;
+    __syncthreads();
+    atomicAdd(&total, static_cast<unsigned long long>(appends.part(thread)));
+    __syncthreads();
+    if (thread != 0) return;
+    appends.count(static_cast<std::int64_t>(total));
+    atomicAdd(rides, 1ull);
   }
 };
 
-// A head pass by the carrying route; `rides` is how many rider blocks ran.
-inline HeadPassResult run_carrying_head_pass(const HeadPassCase& c, std::int64_t& rides) {
+// A head pass by the carrying route: verify[from_inputs] after the plan (`algorithm` Portable) or checked in the
+// plan's launch (Default); `rides` is how many rider blocks ran.
+inline HeadPassResult run_carrying_head_pass(const HeadPassCase& c, kvcanary::CanaryAlgorithm algorithm,
+                                             std::int64_t& rides) {
   const DeviceHeadPass<Kokkos::Cuda> d(c, kvcanary::kRecordBytes);
   Kokkos::View<unsigned long long, Kokkos::CudaSpace> counted("kvcanary_test::rides");
   kvcanary::VerifyOptions options = c.options;
-  options.algorithm = kvcanary::CanaryAlgorithm::Portable;  // the runtime's: verify[from_inputs] after the plan
+  options.algorithm = algorithm;
   const bool carried = kvcanary::Impl::plan_and_verify_carrying(
       d.space, d.inputs, d.verify_plan, d.write_plan, d.status, d.workspace, d.targets, d.ring, kvcanary::PlanOptions{},
       options, CountingRider{counted.data()});
@@ -58,11 +70,14 @@ TEST_F(PlanAndVerify, ARiderBlockLeavesThePlanAsWithoutIt) {
     }
     c.ring = empty_ring(64);
     const ReferenceHeadPass reference = reference_with_every_row(c);
-    std::int64_t rides = 0;
-    const HeadPassResult carried = run_carrying_head_pass(c, rides);
-    EXPECT_EQ(rides, 1);
-    expect_checked_where_made(carried, c, reference, "the carrying plan");
-    if (HasFailure()) return;
+    for (const auto algorithm : {kvcanary::CanaryAlgorithm::Portable, kvcanary::CanaryAlgorithm::Default}) {
+      SCOPED_TRACE(algorithm == kvcanary::CanaryAlgorithm::Portable ? "verify after the plan" : "checked in the plan");
+      std::int64_t rides = 0;
+      const HeadPassResult carried = run_carrying_head_pass(c, algorithm, rides);
+      EXPECT_EQ(rides, 1);
+      expect_checked_where_made(carried, c, reference, "the carrying plan");
+      if (HasFailure()) return;
+    }
   }
 }
 

@@ -65,7 +65,11 @@ struct DeviceRing {
     rows(seq, kRowExpectedToken) = expected_token;
     rows(seq, kRowStoredChainHash) = stored_chain_hash;
     rows(seq, kRowExpectedAux) = expected_aux;
-    rows(seq, kRowFailReasonBits) = bits;
+    // The fail-reason bits last, after a fence: a row whose bits are set is whole, for a reader inside the same
+    // launch (the runtime's pump snapshot beside a checking plan, runtime/impl/pump_in_plan.hpp). Every row is
+    // pushed with bits != 0, and a ring's rows are 0 until pushed (allocated zeroed, zeroed again by a rearm).
+    Kokkos::memory_fence();
+    *static_cast<volatile std::int64_t*>(&rows(seq, kRowFailReasonBits)) = bits;
   }
 
   KOKKOS_INLINE_FUNCTION void add_runs(std::int64_t slots, std::int64_t kernels) const {

@@ -25,6 +25,34 @@ namespace CudaPersistent {
 constexpr std::int64_t kFusedMaxRows = kTileThreads;  // the fused kernel gives each row one thread
 constexpr std::int64_t kSmallMaxRows = 32;            // small_plan_kernel gives each row one lane
 
+// A checking plan's rider (cuda_tiles.hpp) counts the plan's runs: each rider thread adds its row's verify length
+// as the plan's blocks compute it (a rider block has kTileThreads threads, one a row), and the sink counts the
+// total as the plan's leader would.
+template <class MemorySpace, class Sink>
+struct RiderCountsRuns {
+  static constexpr bool kAppends = true;
+  const DeviceInputs<MemorySpace>& in;
+  const DeviceOutputs<MemorySpace>& out;
+  const Sink& sink;
+  std::int64_t batch_size;
+  __device__ std::int64_t part(int thread) const {
+    return thread < batch_size ? lengths(in.row_geometry(in.row_fields(thread))).verify : 0;
+  }
+  __device__ void count(std::int64_t total) const { sink.count_runs(total, out.verify_capacity()); }
+};
+
+// The rider's block of a single-launch plan: an offsets-only plan appends nothing, a checking one leaves its
+// run counts to the rider.
+template <class MemorySpace, class Sink, class Rider>
+__device__ void ride_beside_plan(const Rider& rider, const DeviceInputs<MemorySpace>& in,
+                                 const DeviceOutputs<MemorySpace>& out, const Sink& sink, std::int64_t batch_size) {
+  static_assert(kFusedMaxRows <= kTileThreads, "the rider block's threads take a row each");
+  if constexpr (expands_entries<Sink>)
+    rider.ride(threadIdx.x, blockDim.x, RiderCountsRuns<MemorySpace, Sink>{in, out, sink, batch_size});
+  else
+    rider.ride(threadIdx.x, blockDim.x, NoAppends{});
+}
+
 // The whole plan in one launch, for batch_size <= kFusedMaxRows (one row per thread). Every block
 // scans the rows into shared memory (one round of loads), block 0 also writes the WritePlan, the
 // scalars, the status and the workspace's verify_offsets, then all blocks expand their tiles.
@@ -33,7 +61,7 @@ __global__ void __launch_bounds__(kTileThreads)
     fused_plan_kernel(const DeviceInputs<MemorySpace> in, const DeviceOutputs<MemorySpace> out, const Sink sink,
                       const std::int64_t batch_size, const Rider rider = Rider{}) {
   if constexpr (Rider::kActive)
-    if (blockIdx.x == plan_blocks<Rider>()) return rider.ride(threadIdx.x, blockDim.x);  // the grid's last
+    if (blockIdx.x == plan_blocks<Rider>()) return ride_beside_plan(rider, in, out, sink, batch_size);  // the last
   const std::int64_t rider_token = blockIdx.x == 0 && threadIdx.x == 0 ? rider.before_scalars() : 0;
   using BlockScan = cub::BlockScan<ScanPair, kTileThreads>;
   __shared__ std::int64_t offsets[kFusedMaxRows + 1];
@@ -66,13 +94,13 @@ __global__ void __launch_bounds__(kTileThreads)
   if (leader && threadIdx.x == 0) {
     rider.after_scalars(rider_token, write_totals(out, batch_size, totals.verify, totals.write, status.error_bits,
                                                   bad_row_or_none(status.first_bad_row)));
-    sink.count_runs(totals.verify, out.verify_capacity());
+    if constexpr (!Rider::kActive) sink.count_runs(totals.verify, out.verify_capacity());  // else the rider's
   }
   zero_write_offsets_tail(out, batch_size, plan_blocks<Rider>());
 
   if (!expands_entries<Sink> || totals.verify > out.verify_capacity()) return;  // overflow: untouched arrays
   expand_tiles<kEntriesPerThread>(in, sink, StagedOffsets{offsets, 0}, StagedRowFields{rows, 0}, batch_size,
-                                  totals.verify);
+                                  totals.verify, plan_blocks<Rider>());
 }
 
 // The whole plan in one launch for batch_size <= kSmallMaxRows (one row a lane), with no block
@@ -84,7 +112,7 @@ __global__ void __launch_bounds__(kTileThreads)
     small_plan_kernel(const DeviceInputs<MemorySpace> in, const DeviceOutputs<MemorySpace> out, const Sink sink,
                       const std::int64_t batch_size, const Rider rider = Rider{}) {
   if constexpr (Rider::kActive)
-    if (blockIdx.x == plan_blocks<Rider>()) return rider.ride(threadIdx.x, blockDim.x);  // the grid's last
+    if (blockIdx.x == plan_blocks<Rider>()) return ride_beside_plan(rider, in, out, sink, batch_size);  // the last
   const std::int64_t rider_token = blockIdx.x == 0 && threadIdx.x == 0 ? rider.before_scalars() : 0;
   constexpr int kWarps = kTileThreads / 32;
   __shared__ std::int64_t offsets[kWarps][kSmallMaxRows + 1];
@@ -117,14 +145,14 @@ __global__ void __launch_bounds__(kTileThreads)
       out.verify_offsets(batch_size) = all.lengths.verify;
       rider.after_scalars(rider_token, write_totals(out, batch_size, all.lengths.verify, all.lengths.write,
                                                     all.error_bits, bad_row_or_none(all.first_bad_row)));
-      sink.count_runs(all.lengths.verify, out.verify_capacity());
+      if constexpr (!Rider::kActive) sink.count_runs(all.lengths.verify, out.verify_capacity());  // else the rider's
     }
   }
   zero_write_offsets_tail(out, batch_size, plan_blocks<Rider>());
 
   if (!expands_entries<Sink> || all.lengths.verify > out.verify_capacity()) return;  // overflow: untouched arrays
   expand_tiles<kPerThread>(in, sink, StagedOffsets{offsets[warp], 0}, StagedRowFields{rows[warp], 0}, batch_size,
-                           all.lengths.verify);
+                           all.lengths.verify, plan_blocks<Rider>());
 }
 
 }  // namespace CudaPersistent

@@ -85,17 +85,31 @@ struct SkipEntries {
 template <class Sink>
 constexpr bool expands_entries = !std::is_same<Sink, SkipEntries>::value;
 
-// A second job an offsets-only plan may carry in one extra block of its first launch (the runtime's pump
-// snapshot, runtime/impl/pump_in_plan.hpp), so that the job costs the stream no launch of its own. The extra
-// block is the grid's last: it calls ride() with all its threads and does nothing else. The thread that writes
-// the plan's scalars calls token = before_scalars() at the start of its kernel and after_scalars(token, the
-// verify scalars it wrote) after them; those scalars are the only device words the plan's launch writes that a
-// rider may read. NoRider: none.
+// What a launch that carries a rider does to the ring beside it, for ride() (below). NoAppends: nothing (an
+// offsets-only plan). A plan that checks its entries (CheckingHeadRuns, cuda_single_launch.hpp) appends rows
+// and leaves the counting of its runs to the rider: part(thread) is row `thread`'s share of the verify total
+// (loaded by every rider thread beside its own loads), count(total) adds the runs, by one thread after the
+// barrier that follows every rider thread's loads, so that the rider reads the counters as they were before
+// the launch.
+struct NoAppends {
+  static constexpr bool kAppends = false;
+  __device__ std::int64_t part(int /*thread*/) const { return 0; }
+  __device__ void count(std::int64_t /*total*/) const {}
+};
+
+// A second job a plan may carry in one extra block of its first launch (the runtime's pump snapshot,
+// runtime/impl/pump_in_plan.hpp), so that the job costs the stream no launch of its own. The extra block is
+// the grid's last: it calls ride(thread, threads, appends) with all its threads and does nothing else. The
+// thread that writes the plan's scalars calls token = before_scalars() at the start of its kernel and
+// after_scalars(token, the verify scalars it wrote) after them; those scalars, the ring rows its checks append
+// and the run counters it leaves to the rider (`appends`) are the only device words the plan's launch writes
+// that a rider may read. NoRider: none.
 struct NoRider {
   static constexpr bool kActive = false;
   __device__ std::int64_t before_scalars() const { return 0; }
   __device__ void after_scalars(std::int64_t /*token*/, const VerifyScalars& /*scalars*/) const {}
-  __device__ void ride(int /*thread*/, int /*threads*/) const {}
+  template <class Appends>
+  __device__ void ride(int /*thread*/, int /*threads*/, const Appends& /*appends*/) const {}
 };
 
 // The blocks of a launch that carries `Rider` which are the plan's: all but the rider's.
@@ -178,13 +192,14 @@ __device__ void expand_tile(const DeviceInputs<MemorySpace>& in, const Sink& sin
   }
 }
 
-// Tiles (of kTileThreads * kPerThread entries) blockIdx.x, blockIdx.x + gridDim.x, ... of [0, total),
-// with the offsets and row inputs of every row at hand (the fused and small kernels' shared memory).
+// Tiles (of kTileThreads * kPerThread entries) blockIdx.x, blockIdx.x + blocks, ... of [0, total), `blocks` the
+// plan's blocks of the grid (plan_blocks()), with the offsets and row inputs of every row at hand (the fused and
+// small kernels' shared memory).
 template <int kPerThread, class MemorySpace, class Sink, class Offsets, class Rows>
 __device__ void expand_tiles(const DeviceInputs<MemorySpace>& in, const Sink& sink, const Offsets& offsets,
-                             const Rows& rows, std::int64_t batch_size, std::int64_t total) {
+                             const Rows& rows, std::int64_t batch_size, std::int64_t total, unsigned blocks) {
   constexpr std::int64_t tile = std::int64_t(kTileThreads) * kPerThread;
-  for (std::int64_t begin = std::int64_t(blockIdx.x) * tile; begin < total; begin += std::int64_t(gridDim.x) * tile) {
+  for (std::int64_t begin = std::int64_t(blockIdx.x) * tile; begin < total; begin += std::int64_t(blocks) * tile) {
     const std::int64_t end = begin + tile < total ? begin + tile : total;
     const std::int64_t first_row = owner_row(offsets, 0, batch_size - 1, begin);
     const std::int64_t last_row = owner_row(offsets, first_row, batch_size - 1, end - 1);

@@ -73,7 +73,7 @@ __global__ void __launch_bounds__(kRowsThreads)
                 const std::int64_t rows_per_block, const Rider rider = Rider{}) {
   const unsigned row_blocks = plan_blocks<Rider>();  // a rider's block is the grid's last
   if constexpr (Rider::kActive)
-    if (blockIdx.x == row_blocks) return rider.ride(threadIdx.x, blockDim.x);
+    if (blockIdx.x == row_blocks) return rider.ride(threadIdx.x, blockDim.x, NoAppends{});
   const std::int64_t rider_token = blockIdx.x == row_blocks - 1 && threadIdx.x == 0 ? rider.before_scalars() : 0;
   using BlockScan = cub::BlockScan<ScanPair, kRowsThreads>;
   using BlockReduce = cub::BlockReduce<RowsSummary, kRowsThreads>;

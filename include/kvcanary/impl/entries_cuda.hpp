@@ -111,14 +111,15 @@ struct EntriesBackend<Kokkos::Cuda> {
   }
 
   // plan_and_verify()'s head pass (SPEC-CANARY §5.1) in the plan's own kernels: each entry checked where it
-  // is made (CheckEntries), none stored. One launch for up to 256 rows. Same return as plan().
-  template <class MemorySpace>
+  // is made (CheckEntries), none stored. One launch for up to 256 rows. Same return as plan(). With a Rider:
+  // its job in one extra block of that launch, which also counts the pass's runs; declined above 256 rows.
+  template <class MemorySpace, class Rider = CudaPersistent::NoRider>
   static bool plan_and_check(const Kokkos::Cuda& space, const DeviceInputs<MemorySpace>& in,
                              const DeviceOutputs<MemorySpace>& out, std::int64_t batch_size,
                              const VerifyCall<MemorySpace>& call, const DeviceVector<MemorySpace>& req_identities,
-                             bool has_identities) {
+                             bool has_identities, const Rider& rider = Rider{}) {
     return plan(space, in, out, batch_size,
-                CudaPersistent::CheckEntries<MemorySpace>{call, req_identities, has_identities});
+                CudaPersistent::CheckEntries<MemorySpace>{call, req_identities, has_identities}, rider);
   }
 
   // plan_and_verify()'s offsets-only plan, when its verify runs after the plan (verify[from_inputs]): the
@@ -139,10 +140,12 @@ struct EntriesBackend<Kokkos::Cuda> {
     using namespace CudaPersistent;
     using K = Kernels<MemorySpace, Sink>;
     constexpr bool expands = expands_entries<Sink>;
-    static_assert(!Rider::kActive || !expands, "only an offsets-only plan carries a rider (its grid is one block)");
     constexpr unsigned rider_blocks = Rider::kActive ? 1u : 0u;
     const int device = space.cuda_device();
     if (!is_current_device(device)) return false;
+    // A checking plan leaves its run counts to its rider in one launch only: above kFusedMaxRows rows the
+    // entries kernel counts them while the rows kernel's rider reads the counters.
+    if (Rider::kActive && expands && batch_size > kFusedMaxRows) return false;
     const cudaStream_t stream = space.cuda_stream();
     // The grid's and the tile shape's bound on the total: the capacity, or less where the batch's shape says so
     // (an engine's derived capacity is ~3 x its pool; the exact capacity of the perf suite is never above it).
@@ -160,8 +163,8 @@ struct EntriesBackend<Kokkos::Cuda> {
       const std::int64_t tile = std::int64_t(kTileThreads) * (spread ? kSpreadEntriesPerThread : kEntriesPerThread);
       const unsigned blocks = expands ? grid_blocks(total_bound, resident, tile) : 1u;
       if (spread)
-        small_plan_kernel<MemorySpace, kSpreadEntriesPerThread, Sink>
-            <<<blocks, kTileThreads, 0, stream>>>(in, out, sink, batch_size);
+        small_plan_kernel<MemorySpace, kSpreadEntriesPerThread, Sink, Rider>
+            <<<blocks + rider_blocks, kTileThreads, 0, stream>>>(in, out, sink, batch_size, rider);
       else
         small_plan_kernel<MemorySpace, kEntriesPerThread, Sink, Rider>
             <<<blocks + rider_blocks, kTileThreads, 0, stream>>>(in, out, sink, batch_size, rider);

@@ -212,6 +212,8 @@ class Canary {
     for (Group& g : groups_) {
       if (!g.on) continue;
       Kokkos::deep_copy(space_, int64_view(g.index, Block::kCount), std::int64_t(0));
+      // Rows are 0 until pushed: the next-plan snapshot takes a row with its bits set as whole (pump_in_plan.hpp).
+      Kokkos::deep_copy(space_, g.rows, std::int64_t(0));
       g.rows_valid = g.window_end = 0;
       g.last_lost = 0;
     }
@@ -479,10 +481,6 @@ class Canary {
   // WritePlan only, and sweep() plans its own entries.
   HeadVerify head_verify_route(const Group& g, std::int64_t batch_rows) const {
     if (g.tail) return HeadVerify::FromPlan;
-    // The group whose plan carries the snapshot takes the offsets-only plan on CUDA at every batch size.
-    if (carries_snapshot(g) && config_.head_verify == HeadVerify::Default &&
-        Impl::EntriesBackend<ExecutionSpace>::has_cuda_persistent)
-      return HeadVerify::FromInputsAfterPlan;
     return Impl::resolve<ExecutionSpace>(config_.head_verify, batch_rows);
   }
 
@@ -490,14 +488,15 @@ class Canary {
   // on), carries the previous forward's snapshot.
   bool carries_snapshot(const Group& g) const { return with_next_plan() && g.kind == GroupKind::Target; }
 
-  // PumpSnapshot::WithNextPlan, the target group: the previous forward's snapshot in one
-  // extra block of its plan's launch (runtime/impl/pump_in_plan.hpp) when its route is the offsets-only plan
-  // and CUDA's kernels take it, else the snapshot kernel right before the plan; true: the head pass is done.
+  // PumpSnapshot::WithNextPlan, the target group: the previous forward's snapshot in one extra block of its
+  // plan's launch (runtime/impl/pump_in_plan.hpp) when its route checks the entries from the plan's inputs (in
+  // the plan's one launch, or after an offsets-only plan) and CUDA's kernels take it, else the snapshot kernel
+  // right before the plan; true: the head pass is done.
   bool mail_with_plan(HeadVerify route, const Group& g, const PlanInputs<Memory>& inputs,
                       const ViolationRing<Memory>& ring) {
-    if (route == HeadVerify::FromInputsAfterPlan) {
+    if (route == HeadVerify::FromInputs || route == HeadVerify::FromInputsAfterPlan) {
       VerifyOptions options = verify_options();
-      options.algorithm = CanaryAlgorithm::Portable;
+      if (route == HeadVerify::FromInputsAfterPlan) options.algorithm = CanaryAlgorithm::Portable;
       if (Impl::PlanMailCarrier<ExecutionSpace>::plan_and_verify(space_, plan_mail_, inputs, g.head_plan, g.write_plan,
                                                                  g.status, g.workspace, g.head_targets, ring,
                                                                  config_.plan_options, options))

@@ -32,11 +32,10 @@ enum class PumpSnapshot {
   // before_forward()'s passes, joined by after_forward() (call both each forward; capture both in one
   // graph, or neither), so that it runs beside the model's forward instead of after the canary's last pass.
   BesideForward,
-  // The mailbox, forward N's snapshot written by one extra block of forward N + 1's first head plan (an
-  // offsets-only plan; on CUDA, the head route FromInputsAfterPlan, which Default then takes for that group at
-  // every batch size): no launch, event or copy of its own. A forward's rows arrive once the next forward has
-  // started, or at flush() (docs/runtime.md). H100 at eeb9001: +1.1-1.5 us a step at decode bs 64, less than
-  // the copies (docs/PERFORMANCE.md).
+  // The mailbox, forward N's snapshot written by one extra block of forward N + 1's first head plan (on CUDA,
+  // with the head routes FromInputs and FromInputsAfterPlan, HeadVerify::Default's): no launch, event or copy
+  // of its own. A forward's rows arrive once the next forward has started, or at flush() (docs/runtime.md).
+  // Its cost a step: docs/PERFORMANCE.md.
   WithNextPlan,
 };
 

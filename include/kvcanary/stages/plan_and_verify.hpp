@@ -104,11 +104,13 @@ void plan_and_verify(const ExecutionSpace& space, const PlanInputs<MemorySpace>&
 #ifdef KOKKOS_ENABLE_CUDA
 namespace Impl {
 
-// plan_and_verify() with its verify after an offsets-only plan (verify_options.algorithm Portable's route),
-// whose first launch also carries `rider`'s job in one extra block (cuda_tiles.hpp; the runtime's pump
-// snapshot). Returns false, having launched nothing, where CUDA's persistent kernels decline
-// (plan_options.algorithm Portable, another device): the caller then does the job its own way first and calls
-// plan_and_verify(), which checks its arguments (again, after another device's decline).
+// plan_and_verify() whose first launch also carries `rider`'s job in one extra block (cuda_tiles.hpp; the
+// runtime's pump snapshot): with verify_options.algorithm Portable, the offsets-only plan and verify[from_inputs]
+// after it; otherwise, up to 256 rows, the one launch that checks each entry where it is made (its rider counts
+// the pass's runs), and above, the offsets-only route again. Returns false, having launched nothing, where
+// CUDA's persistent kernels decline (plan_options.algorithm Portable, another device): the caller then does the
+// job its own way first and calls plan_and_verify(), which checks its arguments (again, after another device's
+// decline).
 template <class MemorySpace, class Rider>
 bool plan_and_verify_carrying(const Kokkos::Cuda& space, const PlanInputs<MemorySpace>& inputs,
                               const VerifyPlan<MemorySpace>& verify_plan, const WritePlan<MemorySpace>& write_plan,
@@ -120,9 +122,12 @@ bool plan_and_verify_carrying(const Kokkos::Cuda& space, const PlanInputs<Memory
   const auto functor = checked_from_inputs<Kokkos::Cuda>(inputs, verify_plan, write_plan, status, workspace, targets,
                                                          ring, verify_options);
   Kokkos::Profiling::pushRegion("kvcanary::plan_and_verify");
-  const bool carried =
-      EntriesBackend<Kokkos::Cuda>::plan_offsets(space, functor.in, functor.out, functor.batch_size, rider);
-  if (carried) launch_after_plan(space, inputs, verify_plan, write_plan, functor, false);
+  using Backend = EntriesBackend<Kokkos::Cuda>;
+  const bool checked = verify_options.algorithm != CanaryAlgorithm::Portable &&
+                       Backend::plan_and_check(space, functor.in, functor.out, functor.batch_size, functor.call,
+                                               functor.req_identities, functor.has_identities, rider);
+  const bool carried = checked || Backend::plan_offsets(space, functor.in, functor.out, functor.batch_size, rider);
+  if (carried) launch_after_plan(space, inputs, verify_plan, write_plan, functor, checked);
   Kokkos::Profiling::popRegion();
   return carried;
 }

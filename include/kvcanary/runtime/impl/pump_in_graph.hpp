@@ -79,11 +79,12 @@ struct MailboxWriter {
   MailboxLayout layout;
   std::int64_t capacity = 0;
 
-  // Item 0 numbers the forward; item 1 + g opens group g's window at the device's cursor, which moves past it.
+  // Item 0 numbers the forward; item 1 + g opens group g's window at the device's cursor, which moves past it
+  // (with move_cursor; else the caller moves it with advance() once the window is final).
   // The items touch disjoint words and each loads before it stores, so that the items of one snapshot, taken
   // by as many threads, cost one round trip to device memory where one thread doing them all paid one per load
   // (its loads could not be hoisted above its stores, which may alias them).
-  KOKKOS_INLINE_FUNCTION void open(int item, std::int64_t* header) const {
+  KOKKOS_INLINE_FUNCTION void open(int item, std::int64_t* header, bool move_cursor = true) const {
     if (item == 0) {
       const std::int64_t seq = *forward_seq + 1;
       *forward_seq = seq;
@@ -101,9 +102,19 @@ struct MailboxWriter {
     const std::int64_t held = mails_rows ? in_ring : 0;
     const std::int64_t begin = from < 0 ? 0 : (from < held ? from : held);
     const std::int64_t end = begin + layout.window < held ? begin + layout.window : held;
-    if (mails_rows) mailed[g] = end;
+    if (mails_rows && move_cursor) mailed[g] = end;
     header[1 + 2 * g] = begin;
     header[2 + 2 * g] = end;
+  }
+
+  // Group g's cursor past its window (after open() without move_cursor).
+  KOKKOS_INLINE_FUNCTION void advance(int g, const std::int64_t* header) const {
+    if (rows != nullptr && rows[g] != nullptr) mailed[g] = header[2 + 2 * g];
+  }
+
+  // Where row k of group g's ring says it is whole: its fail-reason bits, stored last (DeviceRing::push).
+  KOKKOS_INLINE_FUNCTION const std::int64_t* row_bits(int g, std::int64_t k) const {
+    return rows[g] + k * kRingFields + kRowFailReasonBits;
   }
 
   KOKKOS_INLINE_FUNCTION std::int64_t* slot(const std::int64_t* header) const {
