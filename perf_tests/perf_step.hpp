@@ -215,7 +215,9 @@ void bench_step(benchmark::State& state, const WorkloadShape& shape, bool identi
   run_checked(state, [&] {
     const std::shared_ptr<VerifyCase> c = verify_case(shape, identities);
     Instance<ExecutionSpace> instance;
-    StepCall<ExecutionSpace> call(instance.space(), *c, kvcanary::PumpSnapshot::Default, head_verify, records,
+    // The step's passes alone: the copies route takes its snapshot in end_step(), which these loops do not call
+    // (CUDA's Default, the next plan, takes it in the head plan; its cost is step_pump_next_plan's row).
+    StepCall<ExecutionSpace> call(instance.space(), *c, kvcanary::PumpSnapshot::SideStreamCopies, head_verify, records,
                                   derived_capacity);
 
     call.run();  // eager, checked

@@ -2,7 +2,8 @@
 // once as a CUDA graph (after one eager step) on a user stream, replayed for 60 steps with the batch
 // refilled in place, the "model" writing the KV bytes between them, sweeps and end_step() eager. Every
 // group's reported rows and buffers must equal the host reference run on the same steps, and the health
-// check must stay quiet (the replays run the canary's nodes). The default pump, the in-graph route, whose
+// check must stay quiet (the replays run the canary's nodes). The side-stream copies, the default pump (CUDA:
+// the next plan; with a tail pass, so its snapshot kernel runs before the head plan), the in-graph route, whose
 // snapshot the captured tail write takes in its last block (runtime/impl/pump_in_write.hpp), and the
 // beside-forward route, whose snapshot branch forks in before_forward() and joins in after_forward(): the
 // two captured in one graph (without a tail pass, so that no model write falls between them), and the
@@ -97,6 +98,10 @@ void sixty_replayed_steps(kvcanary::PumpSnapshot route) {
 }
 
 TEST(RuntimeCudaGraph, SixtyReplayedStepsEqualTheReference) {
+  sixty_replayed_steps(kvcanary::PumpSnapshot::SideStreamCopies);
+}
+
+TEST(RuntimeCudaGraph, SixtyReplayedStepsEqualTheReferenceWithTheDefaultPump) {
   sixty_replayed_steps(kvcanary::PumpSnapshot::Default);
 }
 

@@ -413,9 +413,9 @@ class RuntimeHarness {
   // mailbox routes' snapshot, written at its end or joined by after_forward()) has run by then; the host
   // backends always have.
   void engine_waits_for_tokens() {
-    if (config.pump_snapshot == kvcanary::PumpSnapshot::InGraph ||
-        config.pump_snapshot == kvcanary::PumpSnapshot::BesideForward ||
-        config.pump_snapshot == kvcanary::PumpSnapshot::WithNextPlan)
+    const kvcanary::PumpSnapshot route = canary->pump_snapshot();  // Default resolved
+    if (route == kvcanary::PumpSnapshot::InGraph || route == kvcanary::PumpSnapshot::BesideForward ||
+        route == kvcanary::PumpSnapshot::WithNextPlan)
       space.fence();
   }
 

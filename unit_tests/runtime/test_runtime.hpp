@@ -238,9 +238,10 @@ constexpr kvcanary::PumpSnapshot kPumpRoutes[] = {
 constexpr kvcanary::PumpSnapshot kMailboxRoutes[] = {
     kvcanary::PumpSnapshot::InGraph, kvcanary::PumpSnapshot::BesideForward, kvcanary::PumpSnapshot::WithNextPlan};
 
-// How many forwards a route's newest snapshot trails the device: the next plan takes forward N's at forward N + 1.
+// How many forwards a route's newest snapshot trails the device: the next plan (CUDA's Default) takes forward N's
+// at forward N + 1.
 inline int mail_lag(kvcanary::PumpSnapshot route) {
-  return route == kvcanary::PumpSnapshot::WithNextPlan ? 1 : 0;
+  return kvcanary::Impl::resolve<KVCANARY_TEST_EXECSPACE>(route) == kvcanary::PumpSnapshot::WithNextPlan ? 1 : 0;
 }
 
 inline const char* route_name(kvcanary::PumpSnapshot route) {
@@ -625,9 +626,11 @@ TEST_F(Runtime, HealthCheckQuietOnTenThousandCleanSteps) {
   }
 }
 
+// The side-stream copies' account (the mailbox routes': InGraphHealthCheckFiresOnceWhenAForwardSkipsTheCanary).
 TEST_F(Runtime, HealthCheckFiresWhenAPassIsSkipped) {
   std::vector<std::string> lines;
   auto config = quiet(&lines);
+  config.pump_snapshot = kvcanary::PumpSnapshot::SideStreamCopies;
   config.health_check_every_n_steps = 10;
   Harness h(EngineShape{}, config);
   for (int s = 1; s <= 25; ++s) h.step(false, false, /*skip_canary=*/s == 15);

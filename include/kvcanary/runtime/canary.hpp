@@ -64,7 +64,11 @@ class Canary {
   using Memory = memory_space;
 
   Canary(const ExecutionSpace& space, CanaryConfig config, EngineTables<Memory> tables)
-      : space_(space), config_(std::move(config)), tables_(std::move(tables)), side_(space) {
+      : space_(space),
+        config_(std::move(config)),
+        pump_(Impl::resolve<ExecutionSpace>(config_.pump_snapshot)),
+        tables_(std::move(tables)),
+        side_(space) {
     validate_config(config_);
     capacities_ = derive_capacities(config_);
     check_tables();
@@ -230,6 +234,8 @@ class Canary {
   // What the last end_step() or flush() reported (also when it threw).
   const RuntimeReport& last_report() const { return last_report_; }
   const CanaryConfig& config() const { return config_; }
+  // The report pump's route: config().pump_snapshot, Default resolved (WithNextPlan on CUDA, else SideStreamCopies).
+  PumpSnapshot pump_snapshot() const { return pump_; }
   const Capacities& capacities() const { return capacities_; }
   std::int64_t steps() const { return step_; }
   std::int64_t sweeps() const { return sweeps_; }
@@ -699,7 +705,7 @@ class Canary {
     pending_snapshot_.swa_divergence = divergence_due_;
     pending_snapshot_.divergence_forwards = forwards_;
     pending_snapshot_.expected = expected_;
-    if (config_.pump_snapshot == PumpSnapshot::Kernel) {
+    if (pump_ == PumpSnapshot::Kernel) {
       issue_snapshot_kernel();
       return;
     }
@@ -753,12 +759,11 @@ class Canary {
 
   // The mailbox routes: the snapshot in the forward's last pass, or beside the forward.
   bool in_graph() const {
-    return config_.pump_snapshot == PumpSnapshot::InGraph || config_.pump_snapshot == PumpSnapshot::BesideForward ||
-           with_next_plan();
+    return pump_ == PumpSnapshot::InGraph || pump_ == PumpSnapshot::BesideForward || with_next_plan();
   }
-  bool in_last_pass() const { return config_.pump_snapshot == PumpSnapshot::InGraph; }
-  bool beside_forward() const { return config_.pump_snapshot == PumpSnapshot::BesideForward; }
-  bool with_next_plan() const { return config_.pump_snapshot == PumpSnapshot::WithNextPlan; }
+  bool in_last_pass() const { return pump_ == PumpSnapshot::InGraph; }
+  bool beside_forward() const { return pump_ == PumpSnapshot::BesideForward; }
+  bool with_next_plan() const { return pump_ == PumpSnapshot::WithNextPlan; }
   // How many forwards the newest snapshot the device can have written trails the device's forwards: with the
   // next plan, forward N's snapshot is taken when forward N + 1 starts.
   std::int64_t mail_lag() const { return with_next_plan() ? 1 : 0; }
@@ -1194,6 +1199,7 @@ class Canary {
 
   ExecutionSpace space_;
   CanaryConfig config_;
+  PumpSnapshot pump_;  // config_.pump_snapshot, Default resolved for this backend
   EngineTables<Memory> tables_;
   Capacities capacities_;
   Impl::SideChannel<ExecutionSpace> side_;

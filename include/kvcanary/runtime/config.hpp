@@ -22,7 +22,8 @@ enum class ReportFormat { OneLine, MultiLine };
 
 // How end_step() takes the report pump's snapshot (docs/runtime.md, "The report pump").
 enum class PumpSnapshot {
-  Default,           // SideStreamCopies: the least stream time of the three on the H200 (docs/PERFORMANCE.md)
+  Default,           // CUDA: WithNextPlan (the least stream time of the routes, docs/PERFORMANCE.md); the host
+                     // backends: SideStreamCopies. Canary::pump_snapshot() says which.
   SideStreamCopies,  // a device copy of the counters on the engine's stream; the host copies on a side stream
   Kernel,            // one kernel on the engine's stream writes counters and new rows into pinned host memory
   // The snapshot taken by the forward's last canary pass into a pinned mailbox (captured with the passes; on

@@ -15,6 +15,8 @@ namespace Impl {
 template <class ExecutionSpace>
 struct RuntimeDefaults {
   static constexpr KvRecords kv_records = KvRecords::Separate;
+  // PumpSnapshot::Default. The host backends: the copies (the other routes' device work runs in line there).
+  static constexpr PumpSnapshot pump_snapshot = PumpSnapshot::SideStreamCopies;
   // HeadVerify::Default: small_batch_head_verify for a batch of at most small_batch_max_rows rows, head_verify above
   // and for every sweep (cached prefixes: long rows, for which the small-batch route was not measured faster).
   static constexpr std::int64_t small_batch_max_rows = 0;
@@ -28,6 +30,9 @@ struct RuntimeDefaults<Kokkos::Cuda> {
   // decode bs 256: 313 µs a step against 350 (a slot's two random gathers in one 64-byte segment); within 5%
   // either way on the other workloads.
   static constexpr KvRecords kv_records = KvRecords::Interleaved;
+  // The snapshot in the next forward's head plan: on an H100 at f6ace88 +0.9 to +1.1 / +0.6 to +0.8 / -0.3 us a step at
+  // decode bs 1 / 64 / 256 against +6.6 / +2.7 / +3.0 for the side-stream copies (docs/PERFORMANCE.md).
+  static constexpr PumpSnapshot pump_snapshot = PumpSnapshot::WithNextPlan;
   // The step by route (H100, 0ab9556, interleaved records; docs/PERFORMANCE.md): FromInputs (checked in the plan's
   // kernels, one launch) 9.88 / 11.73 µs at decode bs 1 / 8 against FromInputsAfterPlan's 10.94 / 11.96;
   // FromInputsAfterPlan 26.2 / 268 / 59.5 µs at bs 64 / 256 / 4096 against FromPlan's 33.1 / 341 / 73.9.
@@ -40,6 +45,11 @@ struct RuntimeDefaults<Kokkos::Cuda> {
 template <class ExecutionSpace>
 constexpr KvRecords resolve(KvRecords records) {
   return records == KvRecords::Default ? RuntimeDefaults<ExecutionSpace>::kv_records : records;
+}
+
+template <class ExecutionSpace>
+constexpr PumpSnapshot resolve(PumpSnapshot route) {
+  return route == PumpSnapshot::Default ? RuntimeDefaults<ExecutionSpace>::pump_snapshot : route;
 }
 
 // The sweep's route (Canary::sweep()).
