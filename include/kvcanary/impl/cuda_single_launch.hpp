@@ -53,11 +53,17 @@ __device__ void ride_beside_plan(const Rider& rider, const DeviceInputs<MemorySp
     rider.ride(threadIdx.x, blockDim.x, NoAppends{});
 }
 
+// The kernels' minimum resident blocks for ptxas: none asked (as the kernels were tuned) but for a checking plan
+// with a rider, one: without a bound ptxas held those to 80 registers and spilled 120-140 bytes a thread (small
+// and fused, CUDA 13, sm_90; 93 registers and no spill without the rider, 98 and 100 and none with this bound).
+template <class Sink, class Rider>
+constexpr int kRiderMinBlocks = (Rider::kActive && expands_entries<Sink>) ? 1 : 0;
+
 // The whole plan in one launch, for batch_size <= kFusedMaxRows (one row per thread). Every block
 // scans the rows into shared memory (one round of loads), block 0 also writes the WritePlan, the
 // scalars, the status and the workspace's verify_offsets, then all blocks expand their tiles.
 template <class MemorySpace, class Sink, class Rider = NoRider>
-__global__ void __launch_bounds__(kTileThreads)
+__global__ void __launch_bounds__(kTileThreads, kRiderMinBlocks<Sink, Rider>)
     fused_plan_kernel(const DeviceInputs<MemorySpace> in, const DeviceOutputs<MemorySpace> out, const Sink sink,
                       const std::int64_t batch_size, const Rider rider = Rider{}) {
   if constexpr (Rider::kActive)
@@ -108,7 +114,7 @@ __global__ void __launch_bounds__(kTileThreads)
 // own slice of shared memory and expands its share of each tile from it. Warp 0 of block 0 also
 // writes the WritePlan, the scalars and the status. Tiles of kTileThreads * kPerThread entries.
 template <class MemorySpace, int kPerThread, class Sink, class Rider = NoRider>
-__global__ void __launch_bounds__(kTileThreads)
+__global__ void __launch_bounds__(kTileThreads, kRiderMinBlocks<Sink, Rider>)
     small_plan_kernel(const DeviceInputs<MemorySpace> in, const DeviceOutputs<MemorySpace> out, const Sink sink,
                       const std::int64_t batch_size, const Rider rider = Rider{}) {
   if constexpr (Rider::kActive)
