@@ -30,7 +30,7 @@ struct RuntimeDefaults<Kokkos::Cuda> {
   // decode bs 256: 313 µs a step against 350 (a slot's two random gathers in one 64-byte segment); within 5%
   // either way on the other workloads.
   static constexpr KvRecords kv_records = KvRecords::Interleaved;
-  // The snapshot in the next forward's head plan: on an H100 at f6ace88 +0.9 to +1.1 / +0.6 to +0.8 / -0.3 us a step at
+  // The snapshot in the next forward's head plan: on H100s at f6ace88 +0.9 to +1.2 / +0.6 to +0.8 / -0.2 us a step at
   // decode bs 1 / 64 / 256 against +6.6 / +2.7 / +3.0 for the side-stream copies (docs/PERFORMANCE.md).
   static constexpr PumpSnapshot pump_snapshot = PumpSnapshot::WithNextPlan;
   // The step by route (H100, 0ab9556, interleaved records; docs/PERFORMANCE.md): FromInputs (checked in the plan's
