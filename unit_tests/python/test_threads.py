@@ -125,6 +125,27 @@ def test_a_canary_runs_from_a_worker_on_serial_and_an_openmp_canary_says_why_not
     assert "build it with backend='serial' to drive it from any thread or process" in out
 
 
+def test_a_serial_canary_runs_from_a_worker_on_every_pump_route():
+    # The mailbox routes' host buffers were zeroed by a Kokkos fill on the default host space, which OpenMP refuses
+    # on a thread other than the one that started it: a RuntimeError on a worker until 2026-12-07.
+    out = run_fresh("""
+        planned([1, 2, 3], [3, 5, 2])                        # starts kvcanary on this thread (OpenMP)
+        table = tc.req_to_token()
+        def steps(route):
+            canary = kc.Canary(req_to_token=table, backend="serial", report_mode="none", dimensions=tc.dims(),
+                               pump_snapshot=route)
+            rows = []
+            for step in tc.STEPS:
+                canary.before_forward(tc.forward_batch(table, step))
+                rows += canary.end_step().rows
+            return rows + canary.flush().rows, canary.steps
+        for route in ("side-stream-copies", "kernel", "in-graph", "beside-forward", "with-next-plan"):
+            assert on_worker(lambda: steps(route)) == ([], 3), route
+            print("ran on a worker:", route)
+    """)
+    assert out.count("ran on a worker:") == 5, out
+
+
 def test_a_child_forked_after_kvcanary_started_runs_on_serial_and_exits():
     # Before: the child's first OpenMP launch, and its exit (Kokkos::finalize), waited forever for the
     # parent's OpenMP threads, which a fork does not copy; and so did the parent, waiting for the child.

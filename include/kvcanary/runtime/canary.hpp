@@ -797,8 +797,10 @@ class Canary {
     forward_seq_ = Kokkos::View<std::int64_t, Memory>(Kokkos::view_alloc(space_, "kvcanary::Canary::pump_forward_seq"));
     mailed_ = Kokkos::View<std::int64_t*, Memory>(Kokkos::view_alloc(space_, "kvcanary::Canary::pump_rows_mailed"),
                                                   kGroupKinds);
-    mailed_host_ =
-        Kokkos::View<std::int64_t*, Kokkos::HostSpace>("kvcanary::Canary::pump_rows_mailed_host", kGroupKinds);
+    // Host Views here without a Kokkos fill, as the other routes' (PumpMailbox): a serial Canary may be built on a
+    // thread the default host space (OpenMP) refuses. Every word is written before it is read.
+    mailed_host_ = Kokkos::View<std::int64_t*, Kokkos::HostSpace>(
+        Kokkos::view_alloc(Kokkos::WithoutInitializing, "kvcanary::Canary::pump_rows_mailed_host"), kGroupKinds);
     forward_ring_.assign(kForwardRing, Snapshot{});
     mail_done_blocks_ =
         Kokkos::View<unsigned, Memory>(Kokkos::view_alloc(space_, "kvcanary::Canary::pump_done_blocks"));
@@ -812,7 +814,7 @@ class Canary {
     w.capacity = config_.ring_capacity;
     mail_rows_ =
         Kokkos::View<Impl::MailRowsTable, Memory>(Kokkos::view_alloc(space_, "kvcanary::Canary::pump_mail_rows"));
-    auto table = Kokkos::create_mirror_view(mail_rows_);
+    auto table = Kokkos::create_mirror_view(mail_rows_);  // host backends: the same View, nothing allocated
     for (const Group& g : groups_) table().rows[g.index] = g.on ? g.rows.data() : nullptr;
     Kokkos::deep_copy(mail_rows_, table);  // at construction: the host table goes with this scope
     w.rows = mail_rows_.data()->rows;      // the address of the device table's array; nothing is read here

@@ -215,9 +215,12 @@ class PumpMailbox {
   PumpMailbox() = default;
   explicit PumpMailbox(std::int64_t window) {
     layout_.window = window;
-    // Zero-initialised: sequence word 0 is "nothing written yet".
-    mailbox_ = Kokkos::View<std::int64_t*, HostMemory>("kvcanary::Canary::pump_mailbox",
-                                                       MailboxLayout::kSlots * layout_.slot_words());
+    // Zeroed by this thread, not by a Kokkos kernel of the default host space (OpenMP refuses a thread other than
+    // the one that started it: a serial Canary built on a worker): sequence word 0 is "nothing written yet".
+    mailbox_ = Kokkos::View<std::int64_t*, HostMemory>(
+        Kokkos::view_alloc(Kokkos::WithoutInitializing, "kvcanary::Canary::pump_mailbox"),
+        MailboxLayout::kSlots * layout_.slot_words());
+    std::fill_n(mailbox_.data(), mailbox_.extent(0), std::int64_t(0));
   }
 
   const MailboxLayout& layout() const { return layout_; }
