@@ -86,7 +86,7 @@ template <class Sink>
 constexpr bool expands_entries = !std::is_same<Sink, SkipEntries>::value;
 
 // What a launch that carries a rider does to the ring beside it, for ride() (below). NoAppends: nothing (an
-// offsets-only plan). A plan that checks its entries (CheckingHeadRuns, cuda_single_launch.hpp) appends rows
+// offsets-only plan). A plan that checks its entries (RiderCountsRuns, cuda_single_launch.hpp) appends rows
 // and leaves the counting of its runs to the rider: part(thread) is row `thread`'s share of the verify total
 // (loaded by every rider thread beside its own loads), count(total) adds the runs, by one thread after the
 // barrier that follows every rider thread's loads, so that the rider reads the counters as they were before

@@ -797,7 +797,7 @@ class Canary {
     forward_seq_ = Kokkos::View<std::int64_t, Memory>(Kokkos::view_alloc(space_, "kvcanary::Canary::pump_forward_seq"));
     mailed_ = Kokkos::View<std::int64_t*, Memory>(Kokkos::view_alloc(space_, "kvcanary::Canary::pump_rows_mailed"),
                                                   kGroupKinds);
-    // Host Views here without a Kokkos fill, as the other routes' (PumpMailbox): a serial Canary may be built on a
+    // Host Views here without a Kokkos fill, as the mailbox's (PumpMailbox): a serial Canary may be built on a
     // thread the default host space (OpenMP) refuses. Every word is written before it is read.
     mailed_host_ = Kokkos::View<std::int64_t*, Kokkos::HostSpace>(
         Kokkos::view_alloc(Kokkos::WithoutInitializing, "kvcanary::Canary::pump_rows_mailed_host"), kGroupKinds);

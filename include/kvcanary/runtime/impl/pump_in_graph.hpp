@@ -98,18 +98,21 @@ struct MailboxWriter {
     // it, so in_ring is computed whatever the test says). A group without rows holds none: its window is empty.
     const auto in_ring = static_cast<std::int64_t>(rows_held(block[CounterBlock::count_index(g)], capacity));
     const std::int64_t from = mailed[g];
-    const bool mails_rows = rows != nullptr && rows[g] != nullptr;  // after the two loads above are issued
-    const std::int64_t held = mails_rows ? in_ring : 0;
+    const bool mails = mails_rows(g);  // after the two loads above are issued
+    const std::int64_t held = mails ? in_ring : 0;
     const std::int64_t begin = from < 0 ? 0 : (from < held ? from : held);
     const std::int64_t end = begin + layout.window < held ? begin + layout.window : held;
-    if (mails_rows && move_cursor) mailed[g] = end;
+    if (mails && move_cursor) mailed[g] = end;
     header[1 + 2 * g] = begin;
     header[2 + 2 * g] = end;
   }
 
+  // Whether group g's ring rows are mailed (its window and cursor are used).
+  KOKKOS_INLINE_FUNCTION bool mails_rows(int g) const { return rows != nullptr && rows[g] != nullptr; }
+
   // Group g's cursor past its window (after open() without move_cursor).
   KOKKOS_INLINE_FUNCTION void advance(int g, const std::int64_t* header) const {
-    if (rows != nullptr && rows[g] != nullptr) mailed[g] = header[2 + 2 * g];
+    if (mails_rows(g)) mailed[g] = header[2 + 2 * g];
   }
 
   // Where row k of group g's ring says it is whole: its fail-reason bits, stored last (DeviceRing::push).
