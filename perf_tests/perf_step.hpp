@@ -372,8 +372,10 @@ void register_step_benchmarks(const std::string& backend) {
                                                   kvcanary::KvRecords::Interleaved, true);
                      });
       // bs 1, 64 and 256 (CUDA only, by its size): on CUDA GPU-bound loops (the host ahead; step_host_us says
-      // so), so the difference is what the pump costs the engine's stream.
-      if (shape.name == "decode_bs1" || shape.name == "decode_bs64" || shape.name == "decode_bs256")
+      // so), so the difference is what the pump costs the engine's stream. long_context_bs4 (4 rows, 524K
+      // entries: the one checking launch with the next plan's rider) on the default routes only.
+      const bool long_context = shape.name == "long_context_bs4";
+      if (shape.name == "decode_bs1" || shape.name == "decode_bs64" || shape.name == "decode_bs256" || long_context)
         for (const auto& route : {std::make_pair(kvcanary::PumpSnapshot::SideStreamCopies, "step_pump"),
                                   std::make_pair(kvcanary::PumpSnapshot::Kernel, "step_pump_kernel"),
                                   std::make_pair(kvcanary::PumpSnapshot::InGraph, "step_pump_in_graph"),
@@ -381,6 +383,9 @@ void register_step_benchmarks(const std::string& backend) {
                                   std::make_pair(kvcanary::PumpSnapshot::WithNextPlan, "step_pump_next_plan")})
           for (const bool with_model : {false, true}) {
             if (with_model && (!is_cuda<ExecutionSpace>() || mode != Launch::Graph)) continue;
+            if (long_context && route.first != kvcanary::PumpSnapshot::SideStreamCopies &&
+                route.first != kvcanary::PumpSnapshot::WithNextPlan)
+              continue;
             const std::string family = std::string(route.second) + (with_model ? "_with_model/" : "/");
             register_timed(family + shape.name + "/" + launch.second,
                            [shape, mode, route, with_model](benchmark::State& state) {
