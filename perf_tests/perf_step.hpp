@@ -50,6 +50,10 @@
 //   step_pump_next_plan/<workload>/<launch>   the same with PumpSnapshot::WithNextPlan: the previous forward's
 //                              snapshot in one extra block of the step's first head plan (CUDA; the snapshot
 //                              kernel before the plan elsewhere), the head route Default's
+//   step_pump_control(_with_model)?/<decode_bs1|decode_bs64>/graph   (CUDA) the copies route measured as the
+//                              mailbox routes are, against a second Canary over the same memory:
+//                              pump_step_us_without_end_step is then what the second Canary's own buffers alone
+//                              move a step by (0 when the mailbox routes' column is the route's cost alone)
 //   step_pump*_with_model/<workload>/graph   (CUDA) each route with a stand-in for the model's forward between
 //                              before_forward() and after_forward() in the step, in both loops: a device copy
 //                              of kModelStandInBytes (a decode forward streams the model's weights, 2.5 GB for a
@@ -250,7 +254,7 @@ void bench_step(benchmark::State& state, const WorkloadShape& shape, bool identi
 
 template <class ExecutionSpace>
 void bench_step_pump(benchmark::State& state, const WorkloadShape& shape, Launch launch, kvcanary::PumpSnapshot route,
-                     bool with_model) {
+                     bool with_model, bool control = false) {
   run_checked(state, [&] {
     constexpr int kSteps = 50;
     const std::shared_ptr<VerifyCase> c = verify_case(shape);
@@ -262,7 +266,7 @@ void bench_step_pump(benchmark::State& state, const WorkloadShape& shape, Launch
     call.run();
     expect_clean_step(call.canary->flush(), "eager step");
     std::unique_ptr<StepCall<ExecutionSpace>> bare_call;
-    if (route == kvcanary::PumpSnapshot::InGraph || route == kvcanary::PumpSnapshot::BesideForward ||
+    if (control || route == kvcanary::PumpSnapshot::InGraph || route == kvcanary::PumpSnapshot::BesideForward ||
         route == kvcanary::PumpSnapshot::WithNextPlan) {
       // The same memory as the pump's call: the steps differ by the route alone, not by where their data lie.
       bare_call = std::make_unique<StepCall<ExecutionSpace>>(
@@ -392,6 +396,16 @@ void register_step_benchmarks(const std::string& backend) {
                              bench_step_pump<ExecutionSpace>(state, shape, mode, route.first, with_model);
                            });
           }
+      // The control of the mailbox routes' pump_step_us_without_end_step: both Canaries on the copies route, so
+      // that it measures what the second Canary's own memory (its counters, rings, plan arrays) moves the steps by.
+      if (is_cuda<ExecutionSpace>() && mode == Launch::Graph && (shape.name == "decode_bs1" || shape.name == "decode_bs64"))
+        for (const bool with_model : {false, true})
+          register_timed(std::string("step_pump_control") + (with_model ? "_with_model/" : "/") + shape.name + "/" +
+                             launch.second,
+                         [shape, mode, with_model](benchmark::State& state) {
+                           bench_step_pump<ExecutionSpace>(state, shape, mode,
+                                                           kvcanary::PumpSnapshot::SideStreamCopies, with_model, true);
+                         });
     }
   }
 }
