@@ -398,14 +398,15 @@ void register_step_benchmarks(const std::string& backend) {
           }
       // The control of the mailbox routes' pump_step_us_without_end_step: both Canaries on the copies route, so
       // that it measures what the second Canary's own memory (its counters, rings, plan arrays) moves the steps by.
-      if (is_cuda<ExecutionSpace>() && mode == Launch::Graph && (shape.name == "decode_bs1" || shape.name == "decode_bs64"))
+      if (is_cuda<ExecutionSpace>() && mode == Launch::Graph &&
+          (shape.name == "decode_bs1" || shape.name == "decode_bs64"))
         for (const bool with_model : {false, true})
-          register_timed(std::string("step_pump_control") + (with_model ? "_with_model/" : "/") + shape.name + "/" +
-                             launch.second,
-                         [shape, mode, with_model](benchmark::State& state) {
-                           bench_step_pump<ExecutionSpace>(state, shape, mode,
-                                                           kvcanary::PumpSnapshot::SideStreamCopies, with_model, true);
-                         });
+          register_timed(
+              std::string("step_pump_control") + (with_model ? "_with_model/" : "/") + shape.name + "/" + launch.second,
+              [shape, mode, with_model](benchmark::State& state) {
+                bench_step_pump<ExecutionSpace>(state, shape, mode, kvcanary::PumpSnapshot::SideStreamCopies,
+                                                with_model, true);
+              });
     }
   }
 }
