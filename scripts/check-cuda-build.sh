@@ -25,7 +25,7 @@ export CUDA_HOME PATH="$CUDA_HOME/bin:$PATH"
 KVCANARY_EXTRA_PACKAGES=$KV_PYTHON_PACKAGES kv_deps cuda
 kv_python_env
 # CMAKE_CXX_EXTENSIONS=OFF: the Kokkos CUDA installation forces it anyway (and warns when it has to).
-# Host code at -O0 (CMAKE_CXX_FLAGS_RELEASE without -O3; device code keeps ptxas' default): nothing here runs,
+# Host code at -O0 (CMAKE_CXX_FLAGS_RELEASE without -O3; device code too, below): nothing here runs,
 # and the optimizer was ~15% of each CUDA unit's compile (2026-12-05).
 kv_configure "$BUILD" -DCMAKE_CXX_COMPILER="$KOKKOS_PREFIX/bin/nvcc_wrapper" -DCMAKE_CXX_EXTENSIONS=OFF \
   -DCMAKE_CXX_FLAGS_RELEASE=-DNDEBUG \
@@ -34,5 +34,9 @@ kv_configure "$BUILD" -DCMAKE_CXX_COMPILER="$KOKKOS_PREFIX/bin/nvcc_wrapper" -DC
 # The CUDA executables, the CLI and the Python extension; not the Serial/OpenMP test and perf executables,
 # which run-tests.sh builds and runs (compiled here by nvcc they took ~180 s of CI's hour, 2026-12-05).
 mapfile -t targets < <(kv_targets_except "$BUILD" '_(serial|openmp)$')
+# Device code unoptimized too (NVVM and ptxas at -O0; nvcc_wrapper does not pass -Xcicc, so through nvcc's own
+# NVCC_APPEND_FLAGS): what compiles and links does not depend on it, and cicc + ptxas were ~60% of a CUDA unit's
+# compile (test_cuda_travel.cpp: 33 of 53 s, 2026-12-07).
+export NVCC_APPEND_FLAGS="${NVCC_APPEND_FLAGS:+$NVCC_APPEND_FLAGS }-Xcicc -O0 -Xptxas -O0"
 kv_build "$BUILD" "${targets[@]}"
 kv_log "CUDA build complete (compile and link only, nothing run): ${targets[*]} and the libraries they link"
