@@ -10,7 +10,8 @@
 # the CUDA unit, graph, runtime and simulator tests, the CLI, the CUDA perf tests and the Python extension
 # (kvcanary._core, linked against that PIC Kokkos; its build environment is build-py/venv, as for
 # scripts/check-python.sh). Nothing is run: this proves the CUDA code compiles and
-# links; running it needs a GPU (see docs/GPU.md).
+# links; running it needs a GPU (see docs/GPU.md). Host and device code are unoptimized here, so these
+# executables are not the ones to run or time: scripts/make-gpu-binaries.sh and scripts/gpu-check.sh build those.
 #
 # Environment: KVCANARY_CUDA_BUILD_DIR (default: build-cuda), CUDA_HOME, JOBS.
 set -euo pipefail
