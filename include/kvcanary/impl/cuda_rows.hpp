@@ -89,14 +89,14 @@ __device__ inline RowsSummary warp_broadcast(const RowsSummary& s, int lane) {
           __shfl_sync(0xffffffffu, s.first_bad_row, lane)};
 }
 
-// SPEC §4: write_offsets after [bs] are zeroed, every call; spread over the plan's blocks, the grid's first
-// `plan_blocks` (a rider's block, the grid's last, returns before it gets here: cuda_tiles.hpp).
+// SPEC §4: write_offsets after [bs] are zeroed, every call; spread over the plan's `plan_blocks` blocks, `block`
+// this one's index among them (a rider's block, the grid's first, returns before it gets here: cuda_tiles.hpp).
 template <class MemorySpace>
 __device__ void zero_write_offsets_tail(const DeviceOutputs<MemorySpace>& out, std::int64_t batch_size,
-                                        unsigned plan_blocks) {
+                                        unsigned plan_blocks, unsigned block) {
   const std::int64_t last = out.write_req_capacity();
   const std::int64_t stride = std::int64_t(plan_blocks) * blockDim.x;
-  for (std::int64_t r = batch_size + 1 + std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; r <= last; r += stride)
+  for (std::int64_t r = batch_size + 1 + std::int64_t(block) * blockDim.x + threadIdx.x; r <= last; r += stride)
     out.write_offsets(r) = 0;
 }
 

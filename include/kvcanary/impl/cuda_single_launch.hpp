@@ -60,21 +60,22 @@ template <class Sink, class Rider>
 constexpr int kRiderMinBlocks = (Rider::kActive && expands_entries<Sink>) ? 1 : 0;
 
 // The whole plan in one launch, for batch_size <= kFusedMaxRows (one row per thread). Every block
-// scans the rows into shared memory (one round of loads), block 0 also writes the WritePlan, the
+// scans the rows into shared memory (one round of loads), the plan's block 0 also writes the WritePlan, the
 // scalars, the status and the workspace's verify_offsets, then all blocks expand their tiles.
 template <class MemorySpace, class Sink, class Rider = NoRider>
 __global__ void __launch_bounds__(kTileThreads, kRiderMinBlocks<Sink, Rider>)
     fused_plan_kernel(const DeviceInputs<MemorySpace> in, const DeviceOutputs<MemorySpace> out, const Sink sink,
                       const std::int64_t batch_size, const Rider rider = Rider{}) {
   if constexpr (Rider::kActive)
-    if (blockIdx.x == plan_blocks<Rider>()) return ride_beside_plan(rider, in, out, sink, batch_size);  // the last
-  const std::int64_t rider_token = blockIdx.x == 0 && threadIdx.x == 0 ? rider.before_scalars() : 0;
+    if (blockIdx.x == 0) return ride_beside_plan(rider, in, out, sink, batch_size);  // the grid's first
+  const unsigned block = plan_block<Rider>();
+  const std::int64_t rider_token = block == 0 && threadIdx.x == 0 ? rider.before_scalars() : 0;
   using BlockScan = cub::BlockScan<ScanPair, kTileThreads>;
   __shared__ std::int64_t offsets[kFusedMaxRows + 1];
   __shared__ RowFields rows[kFusedMaxRows];  // the tile phase reads row inputs here, not from global memory
   __shared__ typename BlockScan::TempStorage scan_storage;
   __shared__ BlockStatus status;
-  const bool leader = blockIdx.x == 0;
+  const bool leader = block == 0;
   if (threadIdx.x == 0) status.reset();
   __syncthreads();
 
@@ -102,31 +103,32 @@ __global__ void __launch_bounds__(kTileThreads, kRiderMinBlocks<Sink, Rider>)
                                                   bad_row_or_none(status.first_bad_row)));
     if constexpr (!Rider::kActive) sink.count_runs(totals.verify, out.verify_capacity());  // else the rider's
   }
-  zero_write_offsets_tail(out, batch_size, plan_blocks<Rider>());
+  zero_write_offsets_tail(out, batch_size, plan_blocks<Rider>(), block);
 
   if (!expands_entries<Sink> || totals.verify > out.verify_capacity()) return;  // overflow: untouched arrays
   expand_tiles<kEntriesPerThread>(in, sink, StagedOffsets{offsets, 0}, StagedRowFields{rows, 0}, batch_size,
-                                  totals.verify, plan_blocks<Rider>());
+                                  totals.verify, plan_blocks<Rider>(), block);
 }
 
 // The whole plan in one launch for batch_size <= kSmallMaxRows (one row a lane), with no block
 // barrier: every warp scans the rows itself (shuffles; the status is part of the scan value) into its
-// own slice of shared memory and expands its share of each tile from it. Warp 0 of block 0 also
+// own slice of shared memory and expands its share of each tile from it. Warp 0 of the plan's block 0 also
 // writes the WritePlan, the scalars and the status. Tiles of kTileThreads * kPerThread entries.
 template <class MemorySpace, int kPerThread, class Sink, class Rider = NoRider>
 __global__ void __launch_bounds__(kTileThreads, kRiderMinBlocks<Sink, Rider>)
     small_plan_kernel(const DeviceInputs<MemorySpace> in, const DeviceOutputs<MemorySpace> out, const Sink sink,
                       const std::int64_t batch_size, const Rider rider = Rider{}) {
   if constexpr (Rider::kActive)
-    if (blockIdx.x == plan_blocks<Rider>()) return ride_beside_plan(rider, in, out, sink, batch_size);  // the last
-  const std::int64_t rider_token = blockIdx.x == 0 && threadIdx.x == 0 ? rider.before_scalars() : 0;
+    if (blockIdx.x == 0) return ride_beside_plan(rider, in, out, sink, batch_size);  // the grid's first
+  const unsigned block = plan_block<Rider>();
+  const std::int64_t rider_token = block == 0 && threadIdx.x == 0 ? rider.before_scalars() : 0;
   constexpr int kWarps = kTileThreads / 32;
   __shared__ std::int64_t offsets[kWarps][kSmallMaxRows + 1];
   __shared__ RowFields rows[kWarps][kSmallMaxRows];
   const int warp = threadIdx.x / 32;
   const std::int64_t r = threadIdx.x % 32;
   const bool mine_row = r < batch_size;
-  const bool writer = blockIdx.x == 0 && warp == 0;
+  const bool writer = block == 0 && warp == 0;
   // Lanes past the batch read nothing: their all-zero row is padding and counts for nothing.
   const RowFields f = mine_row ? in.row_fields(r) : RowFields{0, 0, 0, 0};
   const RowGeometry g = in.row_geometry(f);
@@ -154,11 +156,11 @@ __global__ void __launch_bounds__(kTileThreads, kRiderMinBlocks<Sink, Rider>)
       if constexpr (!Rider::kActive) sink.count_runs(all.lengths.verify, out.verify_capacity());  // else the rider's
     }
   }
-  zero_write_offsets_tail(out, batch_size, plan_blocks<Rider>());
+  zero_write_offsets_tail(out, batch_size, plan_blocks<Rider>(), block);
 
   if (!expands_entries<Sink> || all.lengths.verify > out.verify_capacity()) return;  // overflow: untouched arrays
   expand_tiles<kPerThread>(in, sink, StagedOffsets{offsets[warp], 0}, StagedRowFields{rows[warp], 0}, batch_size,
-                           all.lengths.verify, plan_blocks<Rider>());
+                           all.lengths.verify, plan_blocks<Rider>(), block);
 }
 
 }  // namespace CudaPersistent

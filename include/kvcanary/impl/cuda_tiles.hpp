@@ -99,7 +99,9 @@ struct NoAppends {
 
 // A second job a plan may carry in one extra block of its first launch (the runtime's pump snapshot,
 // runtime/impl/pump_in_plan.hpp), so that the job costs the stream no launch of its own. The extra block is
-// the grid's last: it calls ride(thread, threads, appends) with all its threads and does nothing else. The
+// the grid's first, so that a block tells whether it is the rider's from its index alone (the grid's last
+// would need gridDim, a parameter load every plan block waited for before its first loads): it calls
+// ride(thread, threads, appends) with all its threads and does nothing else. The
 // thread that writes the plan's scalars calls token = before_scalars() at the start of its kernel and
 // after_scalars(token, the verify scalars it wrote) after them; those scalars, the ring rows its checks append
 // and the run counters it leaves to the rider (`appends`) are the only device words the plan's launch writes
@@ -116,6 +118,11 @@ struct NoRider {
 template <class Rider>
 __device__ unsigned plan_blocks() {
   return gridDim.x - (Rider::kActive ? 1u : 0u);
+}
+// This block's index among the plan's blocks (the rider's block, the grid's first, returns before it asks).
+template <class Rider>
+__device__ unsigned plan_block() {
+  return blockIdx.x - (Rider::kActive ? 1u : 0u);
 }
 
 // A tile inside one row, the common case when rows are longer than a tile: the row's inputs and
@@ -192,14 +199,15 @@ __device__ void expand_tile(const DeviceInputs<MemorySpace>& in, const Sink& sin
   }
 }
 
-// Tiles (of kTileThreads * kPerThread entries) blockIdx.x, blockIdx.x + blocks, ... of [0, total), `blocks` the
-// plan's blocks of the grid (plan_blocks()), with the offsets and row inputs of every row at hand (the fused and
-// small kernels' shared memory).
+// Tiles (of kTileThreads * kPerThread entries) block, block + blocks, ... of [0, total), `blocks` the plan's
+// blocks of the grid (plan_blocks()) and `block` this one's index among them (plan_block()), with the offsets
+// and row inputs of every row at hand (the fused and small kernels' shared memory).
 template <int kPerThread, class MemorySpace, class Sink, class Offsets, class Rows>
 __device__ void expand_tiles(const DeviceInputs<MemorySpace>& in, const Sink& sink, const Offsets& offsets,
-                             const Rows& rows, std::int64_t batch_size, std::int64_t total, unsigned blocks) {
+                             const Rows& rows, std::int64_t batch_size, std::int64_t total, unsigned blocks,
+                             unsigned block) {
   constexpr std::int64_t tile = std::int64_t(kTileThreads) * kPerThread;
-  for (std::int64_t begin = std::int64_t(blockIdx.x) * tile; begin < total; begin += std::int64_t(blocks) * tile) {
+  for (std::int64_t begin = std::int64_t(block) * tile; begin < total; begin += std::int64_t(blocks) * tile) {
     const std::int64_t end = begin + tile < total ? begin + tile : total;
     const std::int64_t first_row = owner_row(offsets, 0, batch_size - 1, begin);
     const std::int64_t last_row = owner_row(offsets, first_row, batch_size - 1, end - 1);

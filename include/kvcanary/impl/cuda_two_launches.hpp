@@ -71,10 +71,11 @@ template <class MemorySpace, class Rider = NoRider>
 __global__ void __launch_bounds__(kRowsThreads)
     rows_kernel(const DeviceInputs<MemorySpace> in, const DeviceOutputs<MemorySpace> out, const std::int64_t batch_size,
                 const std::int64_t rows_per_block, const Rider rider = Rider{}) {
-  const unsigned row_blocks = plan_blocks<Rider>();  // a rider's block is the grid's last
   if constexpr (Rider::kActive)
-    if (blockIdx.x == row_blocks) return rider.ride(threadIdx.x, blockDim.x, NoAppends{});
-  const std::int64_t rider_token = blockIdx.x == row_blocks - 1 && threadIdx.x == 0 ? rider.before_scalars() : 0;
+    if (blockIdx.x == 0) return rider.ride(threadIdx.x, blockDim.x, NoAppends{});  // the grid's first
+  const unsigned row_blocks = plan_blocks<Rider>();
+  const unsigned block = plan_block<Rider>();
+  const std::int64_t rider_token = block == row_blocks - 1 && threadIdx.x == 0 ? rider.before_scalars() : 0;
   using BlockScan = cub::BlockScan<ScanPair, kRowsThreads>;
   using BlockReduce = cub::BlockReduce<RowsSummary, kRowsThreads>;
   __shared__ union {
@@ -83,7 +84,7 @@ __global__ void __launch_bounds__(kRowsThreads)
   } storage;
   __shared__ RowsSummary before;
   __shared__ BlockStatus status;
-  const std::int64_t first = std::int64_t(blockIdx.x) * rows_per_block;
+  const std::int64_t first = std::int64_t(block) * rows_per_block;
   const std::int64_t last = first + rows_per_block < batch_size ? first + rows_per_block : batch_size;
   let_entries_kernel_start();
 
@@ -113,14 +114,14 @@ __global__ void __launch_bounds__(kRowsThreads)
     carry = ScanPairSum()(carry, aggregate);
     __syncthreads();  // storage is reused by the next chunk; status is complete after the last
   }
-  if (blockIdx.x == row_blocks - 1 && threadIdx.x == 0) {
+  if (block == row_blocks - 1 && threadIdx.x == 0) {
     // carry already counts the earlier rows' lengths: only their status is added to this block's.
     const RowsSummary own{ScanPair{0, 0u}, status.error_bits, status.first_bad_row};
     const RowsSummary all = RowsSummarySum()(before, own);
     rider.after_scalars(rider_token, write_totals(out, batch_size, carry.verify, carry.write, all.error_bits,
                                                   bad_row_or_none(all.first_bad_row)));
   }
-  zero_write_offsets_tail(out, batch_size, row_blocks);
+  zero_write_offsets_tail(out, batch_size, row_blocks, block);
 }
 
 // The entries stage after rows_kernel. Each tile's rows are found with a block-wide search of the
