@@ -39,8 +39,9 @@ kv_configure "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWIT
   -DCMAKE_CXX_FLAGS="$SAN_FLAGS" \
   -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" \
   -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=address,undefined"
-# All but the Serial unit tests: unit_tests.openmp.1_threads runs the same tests through the same library
-# code (nothing in include/ or src/ is Serial-only) and is instrumented; run-tests.sh runs the Serial ones.
+# All but the Serial unit tests (unit_tests.openmp.1_threads runs the same tests through the same library
+# code, nothing in include/ or src/ is Serial-only, and is instrumented; run-tests.sh runs the Serial ones) and
+# the simulator's OpenMP executable, whose run ctest skips below.
 mapfile -t targets < <(kv_targets_except "$BUILD" '^kvcanary_(unit_tests_serial|sim_tests_openmp)$')
 kv_build "$BUILD" "${targets[@]}"
 
